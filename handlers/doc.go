@@ -1,0 +1,24 @@
+// Package handlers holds the persona handler contract and personaq's error
+// classes.
+//
+// A Handler runs one attempt of one persona request. Its error says what
+// should happen next, and the runtime acts on it:
+//
+//	nil                → the request succeeded; the message is acked.
+//	Retryable(err)     → retried on the policy's schedule.
+//	After(d, err)      → retried after d (e.g. a provider's Retry-After).
+//	Timeout(err)       → retried on the schedule; also what an attempt
+//	                     that overran its deadline becomes.
+//	Network(err)       → retried after the policy's network delay (60s),
+//	                     never counted toward plateau detection.
+//	Validation(fb, err)→ retried at once; fb is shown to the next attempt.
+//	Terminal(err)      → quarantined at once, never retried.
+//	Snooze(d)          → tried again after d without burning an attempt.
+//	a panic            → recovered and treated as Terminal.
+//
+// Errors that carry no class are classified by Classify: context deadline →
+// timeout, connection refused/reset and DNS failures → network, anything
+// else → retryable. Error type names (the Go type's simple name, or an
+// ErrorType() method) are matched against a policy's non-retryable list,
+// like Temporal's non_retryable_error_types.
+package handlers

@@ -1,0 +1,51 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// Request is one attempt of a persona request, as a handler sees it.
+// The context passed with it carries the attempt's deadline.
+type Request struct {
+	// Message is the decoded persona request.
+	Message *schemas.PersonaRequest
+	// Attempt is the 1-based number of this handler invocation.
+	Attempt int
+	// Role is primary on odd attempts and fallback on even ones (when the
+	// request names a fallback agent).
+	Role retry.Role
+	// Agent is the agent chosen for this attempt.
+	Agent string
+	// Previous holds the earlier attempts of this task step, oldest first.
+	Previous []retry.Attempt
+	// Feedback lists the earlier attempts' errors, for the agent's prompt
+	// (seed 002: retry with the previous error fed back).
+	Feedback []string
+}
+
+// Result is what a handler returns with or without an error. Progress is
+// read on failures too: it is how plateaus are detected.
+type Result struct {
+	Progress retry.Progress
+	Output   json.RawMessage
+}
+
+// Handler runs one attempt of a persona request.
+//
+// The ack contract: a nil error acks the message; a classified error (see
+// the package doc) decides retry, quarantine or snooze; a panic is
+// recovered by the runtime and quarantined as terminal. A handler must
+// return when ctx is done.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (Result, error)
+}
+
+// Func adapts a function to Handler.
+type Func func(ctx context.Context, req *Request) (Result, error)
+
+// Handle implements Handler.
+func (f Func) Handle(ctx context.Context, req *Request) (Result, error) { return f(ctx, req) }

@@ -1,0 +1,70 @@
+package retry
+
+import (
+	"fmt"
+	"time"
+)
+
+// Action is what the runtime does with a message after an attempt.
+type Action uint8
+
+// Actions.
+const (
+	// ActionAck: the attempt succeeded; ack the message.
+	ActionAck Action = iota
+	// ActionRetry: redeliver after Decision.Delay to Decision.Role.
+	ActionRetry
+	// ActionQuarantine: stop, and keep the message with Decision.Reason.
+	ActionQuarantine
+	// ActionDefer: a plateau was confirmed; park the work (quarantine with
+	// reason deferred) so automation moves on.
+	ActionDefer
+	// ActionEscalate: retries are exhausted in a way a person must look at.
+	ActionEscalate
+)
+
+var actionNames = [...]string{"ack", "retry", "quarantine", "defer", "escalate"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("action(%d)", a)
+}
+
+// Reason values carried by non-retry decisions. They equal the quarantine
+// reasons of the schemas package.
+const (
+	ReasonExhausted      = "exhausted"
+	ReasonTerminal       = "terminal"
+	ReasonInvalidMessage = "invalid_message"
+	ReasonDeferred       = "deferred"
+	ReasonEscalated      = "escalated"
+)
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Action Action
+	// Reason is set for quarantine, defer and escalate.
+	Reason string
+	// Detail is an operator-readable sentence explaining the decision.
+	Detail string
+	// Delay before the next attempt (ActionRetry).
+	Delay time.Duration
+	// NextAttempt is the number the next attempt will carry (ActionRetry);
+	// a snooze keeps the current number.
+	NextAttempt int
+	// Role runs the next attempt (ActionRetry).
+	Role Role
+	// Timeout is the next attempt's timeout (ActionRetry); it may be
+	// extended beyond the policy's AttemptTimeout (seed 004, variable progress).
+	Timeout time.Duration
+	// Feedback holds the errors of earlier attempts for the next one (seed 002).
+	Feedback []string
+	// RemainingRetries after this decision (for logs).
+	RemainingRetries int
+	// Plateau is the progress at which a plateau was confirmed (ActionDefer).
+	Plateau *Progress
+	// Counted is false when the attempt does not burn an attempt (snooze).
+	Counted bool
+}

@@ -1,0 +1,88 @@
+package retry
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Defaults applied by Policy.WithDefaults.
+const (
+	DefaultNetworkDelay          = 60 * time.Second
+	DefaultExtendedTimeoutFactor = 2.0
+)
+
+// Policy is the explicit retry policy every persona call runs under.
+type Policy struct {
+	// Name identifies the policy in logs and records.
+	Name string
+	// MaxAttempts counts handler invocations, first included. Required (≥1).
+	MaxAttempts int
+	// AttemptTimeout bounds one handler invocation. Required.
+	AttemptTimeout time.Duration
+	// Schedule gives the delay before each retry. Default: Linear{30s}.
+	Schedule Schedule
+	// NonRetryable lists simple error type names that end retries at once
+	// (Temporal's non_retryable_error_types).
+	NonRetryable []string
+	// NetworkDelay is the wait after a network failure. Default: 60s.
+	NetworkDelay time.Duration
+	// NetworkCountsTowardPlateau lets network failures take part in plateau
+	// detection. Default: false (seed 004).
+	NetworkCountsTowardPlateau bool
+	// ValidationDelay is the wait after a validation failure. Default: 0
+	// (seed 002: validation retries are fast).
+	ValidationDelay time.Duration
+	// ExtendedTimeoutFactor multiplies AttemptTimeout for the last attempt
+	// when progress has been variable (seed 004). Default: 2.
+	ExtendedTimeoutFactor float64
+}
+
+// WithDefaults returns p with zero optional fields set to their defaults.
+func (p Policy) WithDefaults() Policy {
+	if p.Schedule == nil {
+		p.Schedule = Linear{Step: 30 * time.Second}
+	}
+	if p.NetworkDelay == 0 {
+		p.NetworkDelay = DefaultNetworkDelay
+	}
+	if p.ExtendedTimeoutFactor == 0 {
+		p.ExtendedTimeoutFactor = DefaultExtendedTimeoutFactor
+	}
+	return p
+}
+
+// Validate reports the first invalid field, wrapped in ErrInvalidPolicy.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 1:
+		return fieldErr("max_attempts", "must be at least 1, got %d", p.MaxAttempts)
+	case p.AttemptTimeout <= 0:
+		return fieldErr("attempt_timeout", "must be positive, got %s", p.AttemptTimeout)
+	case p.NetworkDelay < 0:
+		return fieldErr("network_delay", "must not be negative, got %s", p.NetworkDelay)
+	case p.ValidationDelay < 0:
+		return fieldErr("validation_delay", "must not be negative, got %s", p.ValidationDelay)
+	case p.ExtendedTimeoutFactor != 0 && p.ExtendedTimeoutFactor < 1:
+		return fieldErr("extended_timeout_factor", "must be at least 1, got %g", p.ExtendedTimeoutFactor)
+	}
+	return nil
+}
+
+// MaxRetries is MaxAttempts − 1 (seed 001's maxRetries).
+func (p Policy) MaxRetries() int { return max(p.MaxAttempts-1, 0) }
+
+// IsNonRetryable reports whether any of the type names is listed in
+// NonRetryable. Names are simple type names, compared exactly.
+func (p Policy) IsNonRetryable(typeNames []string) bool {
+	for _, t := range typeNames {
+		if slices.Contains(p.NonRetryable, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, field, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,120 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// maxDelay caps every computed delay so a large retry number or coefficient
+// can never overflow time.Duration.
+const maxDelay = 24 * time.Hour
+
+// Schedule gives the delay before retry n (n = 1 is the delay after the
+// first failed attempt).
+type Schedule interface {
+	Delay(n int) time.Duration
+	// String describes the schedule for `policy explain`.
+	String() string
+}
+
+// Linear waits Step×n: 30s, 60s, 90s … for Step = 30s (seed 001).
+type Linear struct{ Step time.Duration }
+
+// Delay implements Schedule.
+func (l Linear) Delay(n int) time.Duration { return capMul(l.Step, float64(max(n, 1))) }
+
+func (l Linear) String() string { return fmt.Sprintf("linear step=%s", l.Step) }
+
+// Fixed waits the same delay before every retry.
+type Fixed struct{ Every time.Duration }
+
+// Delay implements Schedule.
+func (f Fixed) Delay(int) time.Duration { return clampDelay(f.Every) }
+
+func (f Fixed) String() string { return fmt.Sprintf("fixed every=%s", f.Every) }
+
+// List waits Delays[n-1]; past its end it repeats the last entry.
+type List struct{ Delays []time.Duration }
+
+// Delay implements Schedule.
+func (l List) Delay(n int) time.Duration {
+	if len(l.Delays) == 0 {
+		return 0
+	}
+	i := min(max(n, 1), len(l.Delays)) - 1
+	return clampDelay(l.Delays[i])
+}
+
+func (l List) String() string {
+	parts := make([]string, len(l.Delays))
+	for i, d := range l.Delays {
+		parts[i] = d.String()
+	}
+	return "list " + strings.Join(parts, ",")
+}
+
+// Exponential waits Initial×Coefficient^(n-1), capped at Maximum, with
+// ±Jitter (a fraction, 0..1) drawn from Rand. Field names follow Temporal's
+// RetryPolicy.
+type Exponential struct {
+	Initial     time.Duration
+	Coefficient float64
+	// Maximum caps the delay; zero means 100×Initial (Temporal's default).
+	Maximum time.Duration
+	Jitter  float64
+	// Rand returns a value in [0,1); nil uses math/rand/v2.
+	Rand func() float64
+}
+
+// Delay implements Schedule.
+func (e Exponential) Delay(n int) time.Duration {
+	coef := e.Coefficient
+	if coef < 1 {
+		coef = 2
+	}
+	d := capMul(e.Initial, math.Pow(coef, float64(max(n, 1)-1)))
+	if limit := e.maximum(); d > limit {
+		d = limit
+	}
+	return e.jitter(d)
+}
+
+func (e Exponential) maximum() time.Duration {
+	if e.Maximum > 0 {
+		return e.Maximum
+	}
+	return capMul(e.Initial, 100)
+}
+
+func (e Exponential) jitter(d time.Duration) time.Duration {
+	if e.Jitter <= 0 {
+		return d
+	}
+	r := e.Rand
+	if r == nil {
+		r = rand.Float64
+	}
+	spread := (r()*2 - 1) * e.Jitter // in [-Jitter, +Jitter)
+	return clampDelay(time.Duration(float64(d) * (1 + spread)))
+}
+
+func (e Exponential) String() string {
+	return fmt.Sprintf("exponential initial=%s coefficient=%g maximum=%s jitter=%g",
+		e.Initial, e.Coefficient, e.maximum(), e.Jitter)
+}
+
+// capMul multiplies d by f without overflowing, clamped to [0, maxDelay].
+func capMul(d time.Duration, f float64) time.Duration {
+	v := float64(d) * f
+	if math.IsNaN(v) || v > float64(maxDelay) {
+		return maxDelay
+	}
+	return clampDelay(time.Duration(v))
+}
+
+func clampDelay(d time.Duration) time.Duration {
+	return min(max(d, 0), maxDelay)
+}

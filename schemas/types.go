@@ -1,0 +1,186 @@
+package schemas
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the schema version every message type carries in its
+// "schema_version" field. Decoders reject any other value with
+// ErrUnknownVersion instead of guessing.
+const Version = 1
+
+// MaxPayloadBytes bounds an encoded message (and so its input payload).
+// JetStream's own default max_payload is 1 MiB; we stay under it so a
+// quarantine record, which embeds the original payload plus history, still fits.
+const MaxPayloadBytes = 512 * 1024
+
+// Agents names the agent that runs odd attempts (Primary) and the one that
+// runs even attempts (Fallback, optional), as in seed 004.
+type Agents struct {
+	Primary  string `json:"primary"`
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// PolicyOverrides are inline changes to the named policy, per request.
+// Zero fields keep the policy's value.
+type PolicyOverrides struct {
+	MaxAttempts      int   `json:"max_attempts,omitempty"`
+	AttemptTimeoutMs int64 `json:"attempt_timeout_ms,omitempty"`
+	// BackoffMs is an explicit schedule: the delay before retry 1, 2, …
+	BackoffMs []int64 `json:"backoff_ms,omitempty"`
+	// NonRetryable adds error type names (simple names) that end retries.
+	NonRetryable []string `json:"non_retryable,omitempty"`
+}
+
+// PersonaRequest asks one persona to do one step of a task. It is the
+// payload of every message on the requests stream.
+type PersonaRequest struct {
+	SchemaVersion int    `json:"schema_version"`
+	RequestID     string `json:"request_id"`
+	TaskID        string `json:"task_id"`
+	Step          string `json:"step"`
+	Persona       string `json:"persona"`
+	Agents        Agents `json:"agents,omitzero"`
+	// Input is handed to the persona untouched.
+	Input           json.RawMessage  `json:"input,omitempty"`
+	Policy          string           `json:"policy,omitempty"`
+	PolicyOverrides *PolicyOverrides `json:"policy_overrides,omitempty"`
+	// ProgressTotal is the number of sub-tasks the persona is expected to
+	// complete (seed 004's tasks_total); 0 means progress is not tracked.
+	ProgressTotal int       `json:"progress_total,omitempty"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// Outcome is where a request ended.
+type Outcome string
+
+// Terminal outcomes.
+const (
+	OutcomeSucceeded   Outcome = "succeeded"
+	OutcomeQuarantined Outcome = "quarantined"
+	OutcomeDeferred    Outcome = "deferred"
+	OutcomeEscalated   Outcome = "escalated"
+)
+
+// Progress is seed 004's tasks_completed / tasks_total.
+type Progress struct {
+	Completed int `json:"completed"`
+	Total     int `json:"total"`
+}
+
+// OutcomeEvent is published once per request when it reaches a terminal state.
+type OutcomeEvent struct {
+	SchemaVersion int       `json:"schema_version"`
+	RequestID     string    `json:"request_id"`
+	TaskID        string    `json:"task_id"`
+	Step          string    `json:"step"`
+	Persona       string    `json:"persona"`
+	Outcome       Outcome   `json:"outcome"`
+	Reason        Reason    `json:"reason,omitempty"`
+	Attempts      int       `json:"attempts"`
+	Agent         string    `json:"agent,omitempty"`
+	Progress      *Progress `json:"progress,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
+	DurationMs    int64     `json:"duration_ms"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	// QuarantineSeq is the quarantine stream sequence for non-succeeded outcomes.
+	QuarantineSeq uint64    `json:"quarantine_seq,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// Reason says why a message was quarantined.
+type Reason string
+
+// Quarantine reasons (DESIGN.md invariant 1).
+const (
+	ReasonExhausted          Reason = "exhausted"
+	ReasonTerminal           Reason = "terminal"
+	ReasonInvalidMessage     Reason = "invalid_message"
+	ReasonDeferred           Reason = "deferred"
+	ReasonEscalated          Reason = "escalated"
+	ReasonCompensationFailed Reason = "compensation_failed"
+	ReasonMaxDeliveries      Reason = "max_deliveries"
+)
+
+// Reasons lists every quarantine reason, in a stable order.
+var Reasons = []Reason{
+	ReasonExhausted, ReasonTerminal, ReasonInvalidMessage, ReasonDeferred,
+	ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries,
+}
+
+// AttemptRecord is one handler invocation as kept in error histories.
+type AttemptRecord struct {
+	Attempt    int       `json:"attempt"`
+	Agent      string    `json:"agent,omitempty"`
+	Class      string    `json:"class"`
+	ErrorType  string    `json:"error_type,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Progress   *Progress `json:"progress,omitempty"`
+	DurationMs int64     `json:"duration_ms"`
+	At         time.Time `json:"at"`
+}
+
+// Lineage links a replayed request to the quarantine records it came from.
+type Lineage struct {
+	// ReplayOf is the quarantine record ID this message was replayed from.
+	ReplayOf string `json:"replay_of,omitempty"`
+	// ReplayCount counts how many times this request has been replayed.
+	ReplayCount int `json:"replay_count,omitempty"`
+	// OriginalRequestID is the request ID of the first publication.
+	OriginalRequestID string `json:"original_request_id,omitempty"`
+}
+
+// QuarantineRecord keeps a message that must stop, untouched, with why.
+type QuarantineRecord struct {
+	SchemaVersion int `json:"schema_version"`
+	// ID is deterministic for one failure (used as Nats-Msg-Id), so N
+	// replicas quarantining the same failure store one record.
+	ID     string `json:"id"`
+	Reason Reason `json:"reason"`
+	// Detail is the operator-readable explanation.
+	Detail          string              `json:"detail"`
+	OriginalSubject string              `json:"original_subject"`
+	Headers         map[string][]string `json:"headers,omitempty"`
+	// Payload is the original message body, byte for byte (base64 in JSON).
+	Payload        []byte          `json:"payload"`
+	Stream         string          `json:"stream,omitempty"`
+	Sequence       uint64          `json:"sequence,omitempty"`
+	Deliveries     uint64          `json:"deliveries,omitempty"`
+	Attempts       int             `json:"attempts"`
+	Errors         []AttemptRecord `json:"errors,omitempty"`
+	RequestID      string          `json:"request_id,omitempty"`
+	TaskID         string          `json:"task_id,omitempty"`
+	Step           string          `json:"step,omitempty"`
+	Persona        string          `json:"persona,omitempty"`
+	SagaID         string          `json:"saga_id,omitempty"`
+	CorrelationID  string          `json:"correlation_id,omitempty"`
+	FirstFailureAt time.Time       `json:"first_failure_at,omitzero"`
+	LastFailureAt  time.Time       `json:"last_failure_at,omitzero"`
+	QuarantinedAt  time.Time       `json:"quarantined_at"`
+	Lineage        *Lineage        `json:"lineage,omitempty"`
+}
+
+// CompensationKind names what a compensation undoes.
+type CompensationKind string
+
+// Known compensation kinds (seed 003).
+const (
+	CompensationDeleteBranch   CompensationKind = "DELETE_BRANCH"
+	CompensationRemoveWorktree CompensationKind = "REMOVE_WORKTREE"
+)
+
+// CompensationRequest asks for one saga's compensation to run.
+type CompensationRequest struct {
+	SchemaVersion int              `json:"schema_version"`
+	RequestID     string           `json:"request_id"`
+	SagaID        string           `json:"saga_id"`
+	Kind          CompensationKind `json:"kind"`
+	// Target is what the compensation acts on, e.g. a branch name.
+	Target        string          `json:"target"`
+	TaskID        string          `json:"task_id,omitempty"`
+	Args          json.RawMessage `json:"args,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
