@@ -30,19 +30,8 @@ type Input struct {
 // decision (jittered schedules draw from their own injected source).
 func Decide(in Input) Decision {
 	p := in.Policy.WithDefaults()
-	cur := in.Current
-	switch {
-	case cur.Class == ClassSucceeded:
-		return Decision{Action: ActionAck, Counted: true}
-	case cur.Class == ClassInvalidMessage:
-		return stop(ActionQuarantine, ReasonInvalidMessage, "message could not be decoded: "+cur.Error)
-	case cur.Class == ClassSnooze:
-		return snooze(p, in)
-	case cur.Class == ClassTerminal:
-		return stop(ActionQuarantine, ReasonTerminal, "terminal error: "+cur.Error)
-	case p.IsNonRetryable(cur.ErrorTypes):
-		return stop(ActionQuarantine, ReasonTerminal,
-			fmt.Sprintf("non-retryable error type %s under policy %q: %s", cur.ErrorTypes[0], p.Name, cur.Error))
+	if d, done := settled(p, in); done {
+		return d
 	}
 	if pl, ok := plateau(p, in); ok {
 		d := stop(ActionDefer, ReasonDeferred, fmt.Sprintf(
@@ -50,10 +39,31 @@ func Decide(in Input) Decision {
 		d.Plateau = &pl
 		return d
 	}
-	if cur.Number >= p.MaxAttempts {
+	if in.Current.Number >= p.MaxAttempts {
 		return exhausted(p, in)
 	}
 	return retryNext(p, in)
+}
+
+// settled decides the classes whose outcome needs no history: success,
+// invalid message, snooze, terminal, and a non-retryable error type.
+func settled(p Policy, in Input) (Decision, bool) {
+	cur := in.Current
+	switch cur.Class {
+	case ClassSucceeded:
+		return Decision{Action: ActionAck, Counted: true}, true
+	case ClassInvalidMessage:
+		return stop(ActionQuarantine, ReasonInvalidMessage, "message could not be decoded: "+cur.Error), true
+	case ClassSnooze:
+		return snooze(p, in), true
+	case ClassTerminal:
+		return stop(ActionQuarantine, ReasonTerminal, "terminal error: "+cur.Error), true
+	}
+	if t, ok := p.nonRetryableMatch(cur.ErrorTypes); ok {
+		return stop(ActionQuarantine, ReasonTerminal, fmt.Sprintf(
+			"non-retryable error type %s under policy %q: %s", t, p.Name, cur.Error)), true
+	}
+	return Decision{}, false
 }
 
 func stop(a Action, reason, detail string) Decision {
@@ -64,7 +74,7 @@ func snooze(p Policy, in Input) Decision {
 	cur := in.Current
 	return Decision{
 		Action:           ActionRetry,
-		Delay:            cur.RetryAfter,
+		Delay:            clampDelay(cur.RetryAfter),
 		NextAttempt:      cur.Number,
 		Role:             RoleFor(cur.Number, in.HasFallback),
 		Timeout:          p.AttemptTimeout,
@@ -76,9 +86,11 @@ func snooze(p Policy, in Input) Decision {
 func retryNext(p Policy, in Input) Decision {
 	cur := in.Current
 	next := cur.Number + 1
+	delay, warning := delayAfter(p, cur)
 	d := Decision{
 		Action:           ActionRetry,
-		Delay:            delayAfter(p, cur),
+		Delay:            delay,
+		Warning:          warning,
 		NextAttempt:      next,
 		Role:             RoleFor(next, in.HasFallback),
 		Timeout:          p.AttemptTimeout,
@@ -88,41 +100,35 @@ func retryNext(p Policy, in Input) Decision {
 		Detail:           fmt.Sprintf("%s failure on attempt %d of %d", cur.Class, cur.Number, p.MaxAttempts),
 	}
 	if next == p.MaxAttempts && progressVaried(p, in) {
-		d.Timeout = time.Duration(float64(p.AttemptTimeout) * p.ExtendedTimeoutFactor)
+		d.Timeout = scaleDuration(p.AttemptTimeout, p.ExtendedTimeoutFactor)
 		d.Detail += "; progress varied, last attempt gets an extended timeout"
 	}
 	return d
 }
 
-// delayAfter is the wait before the retry that follows cur.
-func delayAfter(p Policy, cur Attempt) time.Duration {
+// delayAfter is the wait before the retry that follows cur, and a warning
+// when the policy's schedule returned an out-of-range delay (SafeDelay).
+func delayAfter(p Policy, cur Attempt) (time.Duration, string) {
 	if cur.RetryAfter > 0 {
-		return clampDelay(cur.RetryAfter)
+		return clampDelay(cur.RetryAfter), ""
 	}
 	switch cur.Class {
 	case ClassNetwork:
-		return p.NetworkDelay
+		return p.NetworkDelay, ""
 	case ClassValidation:
-		return p.ValidationDelay
+		return p.ValidationDelay, ""
 	}
-	return p.Schedule.Delay(cur.Number)
+	d, ok := SafeDelay(p.Schedule, cur.Number)
+	if !ok {
+		return d, fmt.Sprintf("schedule %s returned an out-of-range delay for retry %d; used %s", p.Schedule, cur.Number, d)
+	}
+	return d, ""
 }
 
 // feedback lists the error of every failed attempt so far, oldest first,
 // preferring a validation failure's feedback text (seed 002).
 func feedback(in Input) []string {
-	var out []string
-	for _, a := range append(in.History[:len(in.History):len(in.History)], in.Current) {
-		if !a.Class.Failed() {
-			continue
-		}
-		msg := a.Feedback
-		if msg == "" {
-			msg = a.Error
-		}
-		out = append(out, fmt.Sprintf("attempt %d (%s): %s", a.Number, a.Class, msg))
-	}
-	return out
+	return FeedbackFor(append(in.History[:len(in.History):len(in.History)], in.Current))
 }
 
 func exhausted(p Policy, in Input) Decision {

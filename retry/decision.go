@@ -51,6 +51,9 @@ type Decision struct {
 	Detail string
 	// Delay before the next attempt (ActionRetry).
 	Delay time.Duration
+	// Warning is set when the policy's schedule returned an out-of-range
+	// delay and a safe one was used instead (see SafeDelay); log it.
+	Warning string
 	// NextAttempt is the number the next attempt will carry (ActionRetry);
 	// a snooze keeps the current number.
 	NextAttempt int

@@ -15,4 +15,10 @@
 //   - validation failures retried at once with the error fed back;
 //   - primary/fallback agent alternation, plateau → defer, zero progress →
 //     escalate, network errors wait 60s and do not count toward plateau.
+//
+// Entry points: Preset and PresetNames (named policies), PersonaDefaults
+// (per-persona timeouts, PERSONA_TIMEOUTS_JSON), NewBudget (how long a step
+// must stay alive), Explain (what `personaq policy explain` prints), Decide
+// (what happens after an attempt) and SafeDelay (a custom schedule's delay,
+// checked).
 package retry

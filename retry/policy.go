@@ -3,6 +3,7 @@ package retry
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -10,12 +11,18 @@ import (
 const (
 	DefaultNetworkDelay          = 60 * time.Second
 	DefaultExtendedTimeoutFactor = 2.0
+	// MaxAttemptsLimit bounds MaxAttempts: a budget lists one backoff per
+	// retry, and a persona step that needs more attempts needs a person.
+	MaxAttemptsLimit = 1000
 )
 
 // Policy is the explicit retry policy every persona call runs under.
 type Policy struct {
 	// Name identifies the policy in logs and records.
 	Name string
+	// Persona is the persona the policy was resolved for (PersonaDefaults),
+	// if any. Informational: logs, budgets and explanations show it.
+	Persona string
 	// MaxAttempts counts handler invocations, first included. Required (≥1).
 	MaxAttempts int
 	// AttemptTimeout bounds one handler invocation. Required.
@@ -41,7 +48,7 @@ type Policy struct {
 // WithDefaults returns p with zero optional fields set to their defaults.
 func (p Policy) WithDefaults() Policy {
 	if p.Schedule == nil {
-		p.Schedule = Linear{Step: 30 * time.Second}
+		p.Schedule = DefaultSchedule()
 	}
 	if p.NetworkDelay == 0 {
 		p.NetworkDelay = DefaultNetworkDelay
@@ -52,18 +59,35 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// Validate reports the first invalid field, wrapped in ErrInvalidPolicy.
+// Validate reports the first invalid field, wrapped in ErrInvalidPolicy:
+// the policy's own fields, then its non-retryable names, then the schedule
+// (when it can validate itself).
 func (p Policy) Validate() error {
+	if err := p.validateFields(); err != nil {
+		return err
+	}
+	for i, name := range p.NonRetryable {
+		if strings.TrimSpace(name) == "" {
+			return fieldErr(fmt.Sprintf("non_retryable[%d]", i), "must not be empty")
+		}
+	}
+	if v, ok := p.Schedule.(scheduleValidator); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
+func (p Policy) validateFields() error {
 	switch {
-	case p.MaxAttempts < 1:
-		return fieldErr("max_attempts", "must be at least 1, got %d", p.MaxAttempts)
+	case p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsLimit:
+		return fieldErr("max_attempts", "must be in [1,%d], got %d", MaxAttemptsLimit, p.MaxAttempts)
 	case p.AttemptTimeout <= 0:
 		return fieldErr("attempt_timeout", "must be positive, got %s", p.AttemptTimeout)
 	case p.NetworkDelay < 0:
 		return fieldErr("network_delay", "must not be negative, got %s", p.NetworkDelay)
 	case p.ValidationDelay < 0:
 		return fieldErr("validation_delay", "must not be negative, got %s", p.ValidationDelay)
-	case p.ExtendedTimeoutFactor != 0 && p.ExtendedTimeoutFactor < 1:
+	case p.ExtendedTimeoutFactor != 0 && !(p.ExtendedTimeoutFactor >= 1):
 		return fieldErr("extended_timeout_factor", "must be at least 1, got %g", p.ExtendedTimeoutFactor)
 	}
 	return nil
@@ -75,12 +99,18 @@ func (p Policy) MaxRetries() int { return max(p.MaxAttempts-1, 0) }
 // IsNonRetryable reports whether any of the type names is listed in
 // NonRetryable. Names are simple type names, compared exactly.
 func (p Policy) IsNonRetryable(typeNames []string) bool {
+	_, ok := p.nonRetryableMatch(typeNames)
+	return ok
+}
+
+// nonRetryableMatch returns the first of typeNames that NonRetryable lists.
+func (p Policy) nonRetryableMatch(typeNames []string) (string, bool) {
 	for _, t := range typeNames {
 		if slices.Contains(p.NonRetryable, t) {
-			return true
+			return t, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func fieldErr(field, format string, args ...any) error {

@@ -65,21 +65,37 @@ type Exponential struct {
 	// Maximum caps the delay; zero means 100×Initial (Temporal's default).
 	Maximum time.Duration
 	Jitter  float64
-	// Rand returns a value in [0,1); nil uses math/rand/v2.
+	// Rand returns a value in [0,1); nil uses math/rand/v2. Values outside
+	// are clamped into it.
 	Rand func() float64
 }
 
-// Delay implements Schedule.
+// Delay implements Schedule. Maximum is a hard cap: jitter is applied
+// before it, so a jittered delay never exceeds Maximum either.
 func (e Exponential) Delay(n int) time.Duration {
-	coef := e.Coefficient
-	if coef < 1 {
-		coef = 2
+	return min(e.jitter(e.base(n)), e.maximum())
+}
+
+// DelayRange implements RangedSchedule: the smallest and largest values
+// Delay(n) can return for any Rand.
+func (e Exponential) DelayRange(n int) (lo, hi time.Duration) {
+	j, b := e.jitterFraction(), e.base(n)
+	return min(capMul(b, 1-j), e.maximum()), min(capMul(b, 1+j), e.maximum())
+}
+
+// base is the delay before jitter, capped at Maximum.
+func (e Exponential) base(n int) time.Duration {
+	d := capMul(e.Initial, math.Pow(e.coefficient(), float64(max(n, 1)-1)))
+	return min(d, e.maximum())
+}
+
+// coefficient treats values below 1 (including unset) as 2, Temporal's
+// default; Validate rejects set values below 1.
+func (e Exponential) coefficient() float64 {
+	if e.Coefficient < 1 {
+		return 2
 	}
-	d := capMul(e.Initial, math.Pow(coef, float64(max(n, 1)-1)))
-	if limit := e.maximum(); d > limit {
-		d = limit
-	}
-	return e.jitter(d)
+	return e.Coefficient
 }
 
 func (e Exponential) maximum() time.Duration {
@@ -90,29 +106,51 @@ func (e Exponential) maximum() time.Duration {
 }
 
 func (e Exponential) jitter(d time.Duration) time.Duration {
-	if e.Jitter <= 0 {
+	j := e.jitterFraction()
+	if j == 0 {
 		return d
 	}
 	r := e.Rand
 	if r == nil {
 		r = rand.Float64
 	}
-	spread := (r()*2 - 1) * e.Jitter // in [-Jitter, +Jitter)
-	return clampDelay(time.Duration(float64(d) * (1 + spread)))
+	return capMul(d, 1+(unit(r())*2-1)*j)
+}
+
+// unit limits a draw to [0,1] (NaN reads as 0), so a misbehaving Rand can
+// never push a delay outside DelayRange.
+func unit(r float64) float64 {
+	if !(r > 0) {
+		return 0
+	}
+	return min(r, 1)
+}
+
+// jitterFraction is Jitter limited to [0,1]; NaN counts as no jitter.
+func (e Exponential) jitterFraction() float64 {
+	if !(e.Jitter > 0) {
+		return 0
+	}
+	return min(e.Jitter, 1)
 }
 
 func (e Exponential) String() string {
 	return fmt.Sprintf("exponential initial=%s coefficient=%g maximum=%s jitter=%g",
-		e.Initial, e.Coefficient, e.maximum(), e.Jitter)
+		e.Initial, e.coefficient(), e.maximum(), e.Jitter)
 }
 
 // capMul multiplies d by f without overflowing, clamped to [0, maxDelay].
+// A non-positive d or f yields 0 before multiplying, so 0×Inf (a zero
+// Initial at a huge retry number) is 0, not NaN read as the cap.
 func capMul(d time.Duration, f float64) time.Duration {
+	if d <= 0 || !(f > 0) {
+		return 0
+	}
 	v := float64(d) * f
-	if math.IsNaN(v) || v > float64(maxDelay) {
+	if v > float64(maxDelay) {
 		return maxDelay
 	}
-	return clampDelay(time.Duration(v))
+	return time.Duration(v)
 }
 
 func clampDelay(d time.Duration) time.Duration {

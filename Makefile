@@ -1,0 +1,44 @@
+# personaq — `make help` lists the targets.
+SHELL := bash
+GO ?= go
+GOBIN := $(shell $(GO) env GOPATH)/bin
+STATICCHECK_VERSION ?= v0.8.2
+export TESTCONTAINERS_RYUK_DISABLED ?= true
+export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
+
+.PHONY: help build test lint bench fuzz images integration tools clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/personaq
+	$(GO) build -trimpath -o bin/personaq ./cmd/personaq
+
+test: ## unit and behaviour tests against in-process NATS and a real redis-server, with -race
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+lint: tools ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./integration/...
+	$(GOBIN)/staticcheck ./...
+
+tools: ## install staticcheck from the Go module proxy
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+bench: ## benchmarks behind BENCHMARKS.md
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./...
+
+fuzz: ## fuzz the message decoders for 30s each
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuarantineRecord -fuzztime=30s ./schemas/
+
+images: ## build the offline container images (nats, redis, personaq)
+	bash integration/images/build.sh
+
+integration: images ## integration suite on real containers (testcontainers-go)
+	$(GO) test -tags integration -count=1 -timeout 20m ./integration/...
+
+clean: ## remove build output
+	rm -rf bin .personaq

@@ -1,0 +1,157 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/retry"
+)
+
+// ledgerMiddleware numbers the attempt from the ledger (not from JetStream
+// deliveries), skips steps already done, and records the attempt after the
+// decision. A ledger outage releases the message without burning an attempt.
+func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		st := stateOf(msg)
+		if r.ledger == nil {
+			st.attempt.Number = int(st.delivery.Delivered)
+			return next(msg)
+		}
+		if !r.begin(msg.Context(), st) {
+			return nil, nil
+		}
+		out, err := next(msg)
+		r.finish(st)
+		return out, err
+	}
+}
+
+// begin claims the attempt number; false means the verdict is already set.
+func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
+	begun, err := r.ledger.Begin(ctx, stepKey(st.req), st.req.RequestID)
+	r.health.ledgerResult(err)
+	switch {
+	case err != nil:
+		st.verdict, st.delay = verdictRelease, releaseDelay(st.delivery.Delivered)
+		st.log.Warn().Err(err).Dur("release_in", st.delay).Msg("ledger unavailable; message released without counting an attempt")
+		return false
+	case begun.Done:
+		st.verdict, st.duplicate = verdictAck, true
+		st.log.Info().Msg("duplicate delivery of a completed step; acked without running the handler")
+		return false
+	}
+	st.history, st.attempt.Number = begun.History, begun.Attempt
+	if begun.Attempt > st.policy.MaxAttempts {
+		r.spent(st)
+		return false
+	}
+	return true
+}
+
+// spent handles a redelivery whose attempts are all used (its quarantine
+// write failed last time): quarantine again without running the handler.
+func (r *Runtime) spent(st *attemptState) {
+	st.decision = retry.Decision{Action: retry.ActionQuarantine, Reason: retry.ReasonExhausted,
+		Detail: fmt.Sprintf("all %d attempts already used", st.policy.MaxAttempts)}
+	st.verdict = verdictQuarantine
+	r.finishUncounted(st, st.attempt.Number)
+	st.attempt = retry.Attempt{}
+}
+
+func (r *Runtime) finish(st *attemptState) {
+	opts := finishOptions(st)
+	if err := r.ledger.Finish(context.Background(), stepKey(st.req), st.attempt, opts); err != nil {
+		r.health.ledgerResult(err)
+		st.log.Warn().Err(err).Int("attempt", st.attempt.Number).Msg("ledger did not record the attempt; next delivery will count it as lost")
+	}
+}
+
+// finishUncounted gives back attempt number n, claimed by Begin but not run.
+func (r *Runtime) finishUncounted(st *attemptState, n int) {
+	a := retry.Attempt{Number: n, Class: retry.ClassSnooze, At: r.now()}
+	if err := r.ledger.Finish(context.Background(), stepKey(st.req), a, ledgerOptions(false, false, st.req.RequestID)); err != nil {
+		st.log.Warn().Err(err).Msg("ledger did not release the attempt")
+	}
+}
+
+// releaseDelay grows with deliveries so a long ledger outage does not spin.
+func releaseDelay(delivered uint64) time.Duration {
+	return min(time.Duration(delivered)*time.Second, 15*time.Second)
+}
+
+// decideMiddleware runs the attempt under its timeout, classifies the
+// outcome and asks retry.Decide what happens next.
+func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		st := stateOf(msg)
+		st.attempt.Role = retry.RoleFor(st.attempt.Number, st.hasFallback())
+		st.attempt.Agent = st.agentFor(st.attempt.Role)
+		timeout := retry.TimeoutFor(st.policy, st.history, st.attempt.Number)
+		ctx, cancel := context.WithTimeout(msg.Context(), timeout)
+		defer cancel()
+		st.attempt.At = r.now()
+		st.ctx = ctx
+		if _, err := next(msg); err != nil {
+			return nil, err
+		}
+		st.attempt.Duration = r.now().Sub(st.attempt.At)
+		if r.shuttingDown(msg.Context(), st) {
+			return nil, nil
+		}
+		r.classify(st, ctx)
+		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history, Current: st.attempt})
+		r.toVerdict(st)
+		return nil, nil
+	}
+}
+
+// shuttingDown releases an attempt cut short by a graceful shutdown: it is
+// not the handler's failure, so it is not counted (STYLE lesson 7).
+func (r *Runtime) shuttingDown(msgCtx context.Context, st *attemptState) bool {
+	if st.err == nil || !errors.Is(context.Cause(msgCtx), ErrShuttingDown) {
+		return false
+	}
+	st.verdict, st.delay = verdictRelease, 0
+	st.decision = retry.Decision{Action: retry.ActionRetry, Counted: false}
+	st.attempt.Class = retry.ClassSnooze
+	st.log.Info().Int("attempt", st.attempt.Number).Msg("attempt interrupted by shutdown; released without counting it")
+	return true
+}
+
+// classify fills the attempt's outcome from the handler's result and error.
+func (r *Runtime) classify(st *attemptState, attemptCtx context.Context) {
+	c := handlers.Classify(st.err)
+	if st.err != nil && errors.Is(attemptCtx.Err(), context.DeadlineExceeded) && c.Class == retry.ClassRetryable {
+		c.Class = retry.ClassTimeout // the handler overran and returned something else
+	}
+	a := &st.attempt
+	a.Class, a.ErrorTypes, a.RetryAfter, a.Feedback = c.Class, c.TypeNames, c.RetryAfter, c.Feedback
+	a.Progress = st.result.Progress
+	if st.err != nil {
+		a.Error = st.err.Error()
+	}
+}
+
+// invoke is the innermost handler: it runs the persona's handler for one
+// attempt and recovers a panic as a terminal outcome.
+func (r *Runtime) invoke(msg *message.Message) error {
+	st := stateOf(msg)
+	defer func() {
+		if p := recover(); p != nil {
+			st.err = handlers.Terminal(fmt.Errorf("%w: %v", handlers.ErrPanic, p))
+			st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Int("attempt", st.attempt.Number).Msg("persona handler panicked; treated as terminal")
+		}
+	}()
+	req := &handlers.Request{
+		Message: st.req, Attempt: st.attempt.Number, Role: st.attempt.Role, Agent: st.attempt.Agent,
+		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
+	}
+	st.result, st.err = st.persona.handler.Handle(st.ctx, req)
+	return nil
+}

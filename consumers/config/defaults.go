@@ -1,0 +1,100 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/retry"
+)
+
+// applyDefaults fills every unset field with its default; it runs after the
+// environment so defaults inherit overridden values (a persona's
+// concurrency defaults to PERSONAQ_DEFAULTS_CONCURRENCY when set).
+// Negative values are left for validate to report.
+func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
+	if len(f.NATS.URLs) == 0 {
+		f.NATS.URLs = []string{DefaultNATSURL}
+	}
+	orStr(&f.NATS.Name, DefaultNATSName)
+	orDur(&f.Redis.TTL, DefaultRedisTTL)
+
+	t, def := &f.TopologyConfig, consumers.Topology{}.WithDefaults()
+	orStr(&t.RequestsStream, def.RequestsStream)
+	orStr(&t.RequestsPrefix, def.RequestsPrefix)
+	orStr(&t.QuarantineStream, def.QuarantineStream)
+	orStr(&t.QuarantinePrefix, def.QuarantinePrefix)
+	orStr(&t.OutcomesStream, def.OutcomesStream)
+	orStr(&t.OutcomesPrefix, def.OutcomesPrefix)
+	orInt(&t.Replicas, def.Replicas)
+	orStr(&t.Storage, storageFile)
+	orDur(&t.DuplicateWindow, def.DuplicateWindow)
+	orDur(&t.OutcomesMaxAge, def.OutcomesMaxAge)
+
+	orDur(&f.Runtime.DrainTimeout, DefaultDrainTimeout)
+	orDur(&f.Runtime.FetchMaxWait, DefaultFetchMaxWait)
+
+	d := &f.Defaults
+	orStr(&d.Policy, DefaultPolicy)
+	orInt(&d.Concurrency, DefaultConcurrency)
+	orInt(&d.MaxReplicas, DefaultMaxReplicas)
+	orDur(&d.Timeout, retry.DefaultPersonaTimeout)
+	orDur(&d.CodingTimeout, retry.DefaultCodingTimeout)
+
+	f.applyPersonaDefaults(timeoutsJSON)
+}
+
+// applyPersonaDefaults resolves each persona's timeout (a YAML or
+// PERSONAQ_PERSONAS_<NAME>_TIMEOUT value is already in place) through
+// retry.PersonaDefaults: PERSONA_TIMEOUTS_JSON > built-in per persona >
+// coding timeout > default timeout.
+func (f *File) applyPersonaDefaults(timeoutsJSON map[string]time.Duration) {
+	pd := retry.NewPersonaDefaults()
+	pd.DefaultTimeout = f.Defaults.Timeout.Std()
+	pd.CodingTimeout = f.Defaults.CodingTimeout.Std()
+	builtin := pd.Timeouts
+	for _, name := range slices.Sorted(maps.Keys(f.PersonaConfigs)) {
+		if f.PersonaConfigs[name].Coding {
+			pd.Coding = append(pd.Coding, name)
+		}
+	}
+	pd = pd.Merge(timeoutsJSON)
+	for name, p := range f.PersonaConfigs {
+		orStr(&p.Policy.Preset, f.Defaults.Policy)
+		orInt(&p.Concurrency, f.Defaults.Concurrency)
+		orInt(&p.MaxReplicas, f.Defaults.MaxReplicas)
+		if p.Timeout != 0 {
+			continue
+		}
+		p.Timeout = Duration(pd.Timeout(name))
+		switch {
+		case timeoutsJSON[name] > 0:
+			p.timeoutSource = retry.PersonaTimeoutsEnv
+		case builtin[name] > 0:
+			p.timeoutSource = "built-in"
+		case p.Coding:
+			p.timeoutSource = "defaults.coding_timeout"
+		default:
+			p.timeoutSource = "defaults.timeout"
+		}
+	}
+}
+
+func orStr(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}
+
+func orInt(n *int, def int) {
+	if *n == 0 {
+		*n = def
+	}
+}
+
+func orDur(d *Duration, def time.Duration) {
+	if *d == 0 {
+		*d = Duration(def)
+	}
+}

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/personaq/personaq/retry"
+)
+
+// Schedule types.
+const (
+	ScheduleLinear      = "linear"
+	ScheduleExponential = "exponential"
+	ScheduleFixed       = "fixed"
+	ScheduleList        = "list"
+)
+
+// PolicyConfig is a persona's retry policy: a preset name
+//
+//	policy: llm
+//
+// or a mapping that starts from a preset (Preset, or defaults.policy) and
+// changes some of its fields:
+//
+//	policy:
+//	  preset: llm
+//	  max_attempts: 5
+//	  schedule: {type: exponential, initial: 2s, coefficient: 2, maximum: 1m}
+//
+// The attempt timeout is the persona's timeout; AttemptTimeout is another
+// way to write it.
+type PolicyConfig struct {
+	// Preset is the starting point. Default: defaults.policy.
+	Preset string `yaml:"preset,omitempty"`
+	// MaxAttempts counts attempts, the first included. Default: the preset's.
+	MaxAttempts int `yaml:"max_attempts,omitempty"`
+	// AttemptTimeout is the persona's timeout (set one of the two).
+	AttemptTimeout Duration `yaml:"attempt_timeout,omitempty"`
+	// Schedule replaces the preset's schedule.
+	Schedule *ScheduleConfig `yaml:"schedule,omitempty"`
+	// NonRetryable replaces the preset's list of error type names that end
+	// retries at once.
+	NonRetryable []string `yaml:"non_retryable,omitempty"`
+	// NetworkDelay is the wait after a network failure. Default: the
+	// preset's (60s).
+	NetworkDelay Duration `yaml:"network_delay,omitempty"`
+	// ValidationDelay is the wait after a validation failure. Default: the
+	// preset's (0).
+	ValidationDelay Duration `yaml:"validation_delay,omitempty"`
+}
+
+// Inline reports whether the policy changes anything of its preset.
+func (p PolicyConfig) Inline() bool {
+	return p.MaxAttempts != 0 || p.AttemptTimeout != 0 || p.Schedule != nil ||
+		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0
+}
+
+// UnmarshalYAML accepts a preset name or a mapping.
+func (p *PolicyConfig) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*p = PolicyConfig{Preset: n.Value}
+		return nil
+	case yaml.MappingNode:
+	default:
+		return lineErr(n, "want a preset name or a mapping")
+	}
+	type plain PolicyConfig // without this method
+	return strictDecode(n, (*plain)(p))
+}
+
+// MarshalYAML writes a preset-only policy as its name.
+func (p PolicyConfig) MarshalYAML() (any, error) {
+	if !p.Inline() {
+		return p.Preset, nil
+	}
+	type plain PolicyConfig
+	return plain(p), nil
+}
+
+// ScheduleConfig is a retry schedule (see the retry package).
+type ScheduleConfig struct {
+	// Type is linear, exponential, fixed or list. Required.
+	Type string `yaml:"type"`
+	// linear: wait Step × n before retry n. Default: 30s.
+	Step Duration `yaml:"step,omitempty"`
+	// exponential: Initial × Coefficient^(n−1), capped at Maximum, ±Jitter
+	// (a fraction). Defaults: 1s, 2, 100 × Initial, 0.
+	Initial     Duration `yaml:"initial,omitempty"`
+	Coefficient float64  `yaml:"coefficient,omitempty"`
+	Maximum     Duration `yaml:"maximum,omitempty"`
+	Jitter      float64  `yaml:"jitter,omitempty"`
+	// fixed: the same wait before every retry. Required.
+	Every Duration `yaml:"every,omitempty"`
+	// list: the wait before retry n is Delays[n−1], the last repeating.
+	// Required.
+	Delays []Duration `yaml:"delays,omitempty"`
+}
+
+// UnmarshalYAML decodes strictly: unknown keys are errors here too.
+func (s *ScheduleConfig) UnmarshalYAML(n *yaml.Node) error {
+	type plain ScheduleConfig
+	return strictDecode(n, (*plain)(s))
+}
+
+// build returns the retry.Schedule and the problems found, named below
+// path.
+func (s ScheduleConfig) build(path string, probs *problems) retry.Schedule {
+	used := map[string][]string{
+		ScheduleLinear:      {"step"},
+		ScheduleExponential: {"initial", "coefficient", "maximum", "jitter"},
+		ScheduleFixed:       {"every"},
+		ScheduleList:        {"delays"},
+	}
+	set := map[string]bool{
+		"step": s.Step != 0, "initial": s.Initial != 0, "coefficient": s.Coefficient != 0,
+		"maximum": s.Maximum != 0, "jitter": s.Jitter != 0, "every": s.Every != 0, "delays": s.Delays != nil,
+	}
+	fields, ok := used[s.Type]
+	if !ok {
+		if s.Type == "" {
+			probs.add(join(path, "type"), "required (linear, exponential, fixed or list)")
+		} else {
+			probs.add(join(path, "type"), "unknown schedule type %q (want linear, exponential, fixed or list)", s.Type)
+		}
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		if set[name] && !slices.Contains(fields, name) {
+			probs.add(join(path, name), "not used by schedule type %s", s.Type)
+		}
+	}
+	switch s.Type {
+	case ScheduleLinear:
+		return retry.Linear{Step: cmp.Or(s.Step.Std(), retry.DefaultBackoffStep)}
+	case ScheduleExponential:
+		return retry.Exponential{Initial: cmp.Or(s.Initial.Std(), time.Second), Coefficient: s.Coefficient,
+			Maximum: s.Maximum.Std(), Jitter: s.Jitter}
+	case ScheduleFixed:
+		if s.Every == 0 {
+			probs.add(join(path, "every"), "required for schedule type fixed")
+		}
+		return retry.Fixed{Every: s.Every.Std()}
+	}
+	if len(s.Delays) == 0 {
+		probs.add(join(path, "delays"), "required for schedule type list (at least one delay)")
+	}
+	delays := make([]time.Duration, len(s.Delays))
+	for i, d := range s.Delays {
+		delays[i] = d.Std()
+	}
+	return retry.List{Delays: delays}
+}
+
+// policy resolves persona name's retry.Policy: its preset, the inline
+// changes, and its timeout as the attempt timeout. Problems are named below
+// personas.<name>; the policy is only meaningful when none were added.
+func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
+	path := "personas." + name + ".policy"
+	pc := p.Policy
+	pol, err := retry.Preset(pc.Preset)
+	if err != nil {
+		probs.add(join(path, "preset"), "unknown preset %q (known: %s)", pc.Preset, strings.Join(retry.PresetNames(), ", "))
+		return retry.Policy{}
+	}
+	pol.Persona = name
+	pol.AttemptTimeout = p.Timeout.Std()
+	n := len(*probs)
+	if pc.MaxAttempts < 0 || pc.MaxAttempts > retry.MaxAttemptsLimit {
+		probs.add(join(path, "max_attempts"), "must be in [1,%d], got %d", retry.MaxAttemptsLimit, pc.MaxAttempts)
+	}
+	if pc.MaxAttempts != 0 {
+		pol.MaxAttempts = pc.MaxAttempts
+	}
+	if pc.Schedule != nil {
+		pol.Schedule = pc.Schedule.build(join(path, "schedule"), probs)
+	}
+	for i, t := range pc.NonRetryable {
+		if strings.TrimSpace(t) == "" {
+			probs.add(fmt.Sprintf("%s.non_retryable[%d]", path, i), "must not be empty")
+		}
+	}
+	if pc.NonRetryable != nil {
+		pol.NonRetryable = slices.Clone(pc.NonRetryable)
+	}
+	nonNegative(probs, join(path, "network_delay"), pc.NetworkDelay)
+	if pc.NetworkDelay != 0 {
+		pol.NetworkDelay = pc.NetworkDelay.Std()
+	}
+	nonNegative(probs, join(path, "validation_delay"), pc.ValidationDelay)
+	if pc.ValidationDelay != 0 {
+		pol.ValidationDelay = pc.ValidationDelay.Std()
+	}
+	if len(*probs) > n {
+		return pol
+	}
+	// The rest (the schedule's own rules) is the retry package's to judge;
+	// a bad timeout is reported as personas.<name>.timeout.
+	check := pol
+	check.AttemptTimeout = max(check.AttemptTimeout, 1)
+	if err := check.Validate(); err != nil {
+		probs.addErr(path, retry.ErrInvalidPolicy, err)
+	}
+	return pol
+}
+
+// strictDecode decodes mapping n into v, a pointer to a struct, reporting
+// keys v has no field for. yaml.Node.Decode, which custom unmarshalers
+// must use, does not inherit the file decoder's KnownFields(true); this
+// puts the check back for the types that decode themselves.
+func strictDecode(n *yaml.Node, v any) error {
+	if n.Kind != yaml.MappingNode {
+		return lineErr(n, "want a mapping")
+	}
+	known := yamlKeys(reflect.TypeOf(v).Elem())
+	var errs []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; !slices.Contains(known, k.Value) {
+			errs = append(errs, fmt.Sprintf("line %d: field %s not found", k.Line, k.Value))
+		}
+	}
+	err := n.Decode(v)
+	if te, ok := err.(*yaml.TypeError); ok {
+		errs = append(errs, te.Errors...)
+	} else if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	return nil
+}
+
+// yamlKeys lists the keys of a struct's yaml tags.
+func yamlKeys(t reflect.Type) []string {
+	keys := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}

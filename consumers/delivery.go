@@ -1,0 +1,48 @@
+package consumers
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Delivery is the JetStream side of a watermill message: what middleware
+// needs to know about where the message came from.
+type Delivery struct {
+	Msg      jetstream.Msg
+	Stream   string
+	Consumer string
+	Subject  string
+	// Sequence is the message's stream sequence.
+	Sequence uint64
+	// Delivered counts deliveries of this message (every delivery, including
+	// those caused by infrastructure; attempts are counted by the ledger).
+	Delivered uint64
+	Published time.Time
+	Received  time.Time
+}
+
+type deliveryKey struct{}
+
+// DeliveryFrom returns the delivery a message's context carries.
+func DeliveryFrom(ctx context.Context) (*Delivery, bool) {
+	d, ok := ctx.Value(deliveryKey{}).(*Delivery)
+	return d, ok
+}
+
+func withDelivery(ctx context.Context, d *Delivery) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+func newDelivery(m jetstream.Msg, now time.Time) (*Delivery, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{
+		Msg: m, Stream: md.Stream, Consumer: md.Consumer, Subject: m.Subject(),
+		Sequence: md.Sequence.Stream, Delivered: md.NumDelivered,
+		Published: md.Timestamp, Received: now,
+	}, nil
+}

@@ -1,0 +1,17 @@
+package consumers
+
+import "errors"
+
+var (
+	// ErrShuttingDown is the cancellation cause of attempts cut short by a
+	// graceful shutdown: they are released to another replica without
+	// counting an attempt.
+	ErrShuttingDown = errors.New("personaq: shutting down")
+	// ErrInvalidConfig wraps every configuration error, naming the field.
+	ErrInvalidConfig = errors.New("invalid config")
+	// ErrUnknownPersona is returned when a message names a persona with no
+	// registered handler.
+	ErrUnknownPersona = errors.New("unknown persona")
+	// ErrClosed is returned by Subscribe after Close.
+	ErrClosed = errors.New("subscriber closed")
+)

@@ -1,0 +1,44 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// Ledger counts a task step's attempts across replicas. *ledger.Ledger
+// (Redis) implements it; with none, attempts are counted by JetStream
+// deliveries and no history is kept (no plateau detection, no feedback).
+type Ledger interface {
+	Begin(ctx context.Context, key ledger.StepKey, requestID string) (ledger.Begun, error)
+	Finish(ctx context.Context, key ledger.StepKey, a retry.Attempt, opts ledger.FinishOptions) error
+	Ping(ctx context.Context) error
+}
+
+// stepKey scopes the ledger entry to one request of a task step, so a
+// replayed request (new request id) starts with a fresh attempt count.
+func stepKey(req *schemas.PersonaRequest) ledger.StepKey {
+	return ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID}
+}
+
+func finishOptions(st *attemptState) ledger.FinishOptions {
+	counted := st.decision.Counted && st.verdict != verdictRelease
+	return ledgerOptions(counted, st.verdict == verdictAck, st.req.RequestID)
+}
+
+func ledgerOptions(counted, succeeded bool, requestID string) ledger.FinishOptions {
+	return ledger.FinishOptions{Counted: counted, Succeeded: succeeded, RequestID: requestID}
+}
+
+// health tracks what readiness depends on.
+type health struct {
+	ledgerDown atomic.Bool
+}
+
+func (h *health) ledgerResult(err error) {
+	h.ledgerDown.Store(err != nil && errors.Is(err, ledger.ErrUnavailable))
+}

@@ -1,0 +1,41 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StepKey names one step of one task: the unit whose attempts are counted.
+type StepKey struct {
+	// TaskID is required.
+	TaskID string
+	// Step may be empty for single-step tasks.
+	Step string
+}
+
+func (k StepKey) String() string { return k.TaskID + "/" + k.Step }
+
+func (k StepKey) validate() error {
+	if k.TaskID == "" {
+		return fmt.Errorf("%w: task id: required", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// The keys of one step. The task id is the Cluster hash tag, so every key of
+// a task lives in one slot and one script may touch them all.
+//
+//	<prefix>:{<task>}:<step>:meta      hash (see scripts.go for its fields)
+//	<prefix>:{<task>}:<step>:attempts  list of JSON attempt records, oldest first
+func metaKey(prefix string, k StepKey) string     { return stepBase(prefix, k) + ":meta" }
+func attemptsKey(prefix string, k StepKey) string { return stepBase(prefix, k) + ":attempts" }
+
+func stepBase(prefix string, k StepKey) string {
+	return prefix + ":{" + escapeTag(k.TaskID) + "}:" + k.Step
+}
+
+// tagEscaper keeps braces out of the hash tag: a '}' in a task id would end
+// the tag early and let two different (task, step) pairs share a key.
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func escapeTag(s string) string { return tagEscaper.Replace(s) }

@@ -1,0 +1,118 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/personaq/personaq/retry"
+)
+
+// LostAttemptError is the error text of an attempt the ledger recorded on its
+// own because it was begun and never finished (its worker died). Such an
+// attempt has class retryable, no progress, Duration from its start until the
+// loss was noticed, and At its start.
+const LostAttemptError = "attempt did not finish (worker lost)"
+
+// record is the stored form of one attempt. The field order matters: the
+// scripts find an attempt's record by the prefix {"attempt":<n>, and a lost
+// record by {"attempt":<n>,"lost":true, (see scripts.go).
+type record struct {
+	Attempt      int      `json:"attempt"`
+	Lost         bool     `json:"lost,omitempty"`
+	Role         string   `json:"role,omitempty"`
+	Agent        string   `json:"agent,omitempty"`
+	Class        string   `json:"class"`
+	ErrorTypes   []string `json:"error_types,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	Feedback     string   `json:"feedback,omitempty"`
+	RetryAfterMS int64    `json:"retry_after_ms,omitempty"`
+	Progress     progress `json:"progress"`
+	DurationMS   int64    `json:"duration_ms"`
+	AtMS         int64    `json:"at_ms"`
+	RequestID    string   `json:"request_id,omitempty"`
+}
+
+type progress struct {
+	Completed int `json:"completed"`
+	Total     int `json:"total"`
+}
+
+func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error) {
+	r := record{
+		Attempt:      a.Number,
+		Role:         string(a.Role),
+		Agent:        a.Agent,
+		Class:        a.Class.String(),
+		ErrorTypes:   a.ErrorTypes,
+		Error:        truncate(a.Error, maxText),
+		Feedback:     truncate(a.Feedback, maxText),
+		RetryAfterMS: a.RetryAfter.Milliseconds(),
+		Progress:     progress{Completed: a.Progress.Completed, Total: a.Progress.Total},
+		DurationMS:   a.Duration.Milliseconds(),
+		AtMS:         a.At.UnixMilli(),
+		RequestID:    requestID,
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("ledger: encode attempt %d: %w", a.Number, err)
+	}
+	return string(b), nil
+}
+
+func decodeRecord(s string) (retry.Attempt, error) {
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return retry.Attempt{}, fmt.Errorf("%w: attempt record: %w", ErrCorrupt, err)
+	}
+	class, err := retry.ParseClass(r.Class)
+	if err != nil {
+		return retry.Attempt{}, fmt.Errorf("%w: attempt %d: class %q", ErrCorrupt, r.Attempt, r.Class)
+	}
+	if r.Attempt < 1 {
+		return retry.Attempt{}, fmt.Errorf("%w: attempt record without a number: %.80s", ErrCorrupt, s)
+	}
+	return retry.Attempt{
+		Number:     r.Attempt,
+		Role:       retry.Role(r.Role),
+		Agent:      r.Agent,
+		Class:      class,
+		ErrorTypes: r.ErrorTypes,
+		Error:      r.Error,
+		Feedback:   r.Feedback,
+		RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond,
+		Progress:   retry.Progress{Completed: r.Progress.Completed, Total: r.Progress.Total},
+		Duration:   time.Duration(r.DurationMS) * time.Millisecond,
+		At:         time.UnixMilli(r.AtMS).UTC(),
+	}, nil
+}
+
+func decodeRecords(raw []any) ([]retry.Attempt, error) {
+	out := make([]retry.Attempt, 0, len(raw))
+	for _, v := range raw {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: attempt record of type %T", ErrCorrupt, v)
+		}
+		a, err := decodeRecord(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// truncate cuts s to at most limit bytes on a rune boundary and appends a
+// marker saying how much was cut, so a reader knows the text is partial.
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…[truncated %d of %d bytes]", len(s)-cut, len(s))
+}

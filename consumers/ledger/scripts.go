@@ -1,0 +1,205 @@
+package ledger
+
+import "github.com/redis/go-redis/v9"
+
+// The meta hash of a step holds:
+//
+//	next      highest attempt number handed out
+//	recorded  attempt records ever appended (counted finishes and lost
+//	          attempts), including those trimmed by MaxHistory
+//	done      request id of the attempt that succeeded: the completion marker
+//	done_at   when it succeeded (unix ms)
+//	o:<n>     attempt n is open (begun, not finished): "<started ms>|<request id as JSON>"
+//	f:<n>     attempt n was released (uncounted) and is handed out again next
+//	l:<n>     attempt n was recorded as lost; a late Finish replaces that record
+//
+// Records are JSON objects that start with {"attempt":<n>, so a script can
+// find an attempt's record by prefix without decoding JSON; a lost record
+// continues with "lost":true, (the field order of the record struct in
+// record.go is part of this contract).
+//
+// Scripts do every check before their first write: Redis does not roll a
+// script back when it fails half-way.
+
+// beginScript starts an attempt of one step.
+//
+// KEYS[1] meta hash, KEYS[2] attempts list.
+// ARGV[1] request id as a JSON string; ARGV[2] now (unix ms); ARGV[3] TTL (ms);
+// ARGV[4] max history; ARGV[5] the lost-attempt error text as a JSON string.
+// Returns {1, done request id} when the step has a completion marker (nothing
+// is written), else {0, attempt, lost, recorded, {record, ...}}: lost counts
+// the open attempts this call recorded as lost, and the records are the kept
+// history, oldest first, those lost records included.
+var beginScript = redis.NewScript(`
+local meta, list = KEYS[1], KEYS[2]
+local done = redis.call('HGET', meta, 'done')
+if done then
+  return {1, done}
+end
+local now = tonumber(ARGV[2])
+local fields = redis.call('HGETALL', meta)
+local nextn, recorded = 0, 0
+local open, free = {}, {}
+for i = 1, #fields, 2 do
+  local f, v = fields[i], fields[i + 1]
+  if f == 'next' then
+    nextn = tonumber(v)
+  elseif f == 'recorded' then
+    recorded = tonumber(v)
+  else
+    local kind, num = string.match(f, '^(%a):(%d+)$')
+    if kind == 'o' then
+      open[#open + 1] = {tonumber(num), v}
+    elseif kind == 'f' then
+      free[#free + 1] = tonumber(num)
+    end
+  end
+end
+table.sort(open, function(a, b) return a[1] < b[1] end)
+for _, o in ipairs(open) do
+  local n, v = o[1], o[2]
+  local sep = string.find(v, '|', 1, true)
+  local started = string.sub(v, 1, sep - 1)
+  local dur = now - tonumber(started)
+  if dur < 0 then
+    dur = 0
+  end
+  redis.call('RPUSH', list, '{"attempt":' .. n .. ',"lost":true,"class":"retryable","error":' .. ARGV[5] ..
+    ',"duration_ms":' .. dur .. ',"at_ms":' .. started .. ',"request_id":' .. string.sub(v, sep + 1) .. '}')
+  redis.call('HDEL', meta, 'o:' .. n)
+  redis.call('HSET', meta, 'l:' .. n, '1')
+  recorded = recorded + 1
+end
+local n
+if #free > 0 then
+  table.sort(free)
+  n = free[1]
+  redis.call('HDEL', meta, 'f:' .. n)
+else
+  nextn = nextn + 1
+  n = nextn
+end
+redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1])
+redis.call('LTRIM', list, -tonumber(ARGV[4]), -1)
+redis.call('PEXPIRE', meta, ARGV[3])
+redis.call('PEXPIRE', list, ARGV[3])
+return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1)}
+`)
+
+// finishScript records how an attempt ended.
+//
+// KEYS[1] meta hash, KEYS[2] attempts list.
+// ARGV[1] attempt number; ARGV[2] "1" if the attempt counts; ARGV[3] "1" if
+// it succeeded; ARGV[4] the attempt record (JSON starting {"attempt":<n>,);
+// ARGV[5] request id (raw, for the completion marker); ARGV[6] now (unix ms);
+// ARGV[7] TTL (ms); ARGV[8] max history.
+// Returns what happened to the record:
+//
+//	recorded    appended (the attempt was open, or unknown to the ledger)
+//	replaced    a late finish replaced the record of an attempt declared lost
+//	duplicate   a record of this attempt exists already; nothing appended
+//	released    uncounted: the number is handed out again
+//	unrecorded  uncounted, but the attempt was declared lost and its record
+//	            is already trimmed, so it stays counted
+//	ignored     uncounted, and the attempt was not open
+var finishScript = redis.NewScript(`
+local meta, list = KEYS[1], KEYS[2]
+local n = tonumber(ARGV[1])
+local function find(prefix)
+  local recs = redis.call('LRANGE', list, 0, -1)
+  for i = #recs, 1, -1 do
+    if string.sub(recs[i], 1, #prefix) == prefix then
+      return i - 1, recs[i]
+    end
+  end
+  return nil, nil
+end
+local function release(num)
+  local nextn = tonumber(redis.call('HGET', meta, 'next') or '0')
+  if num == nextn then
+    nextn = nextn - 1
+    while nextn > 0 and redis.call('HDEL', meta, 'f:' .. nextn) == 1 do
+      nextn = nextn - 1
+    end
+    redis.call('HSET', meta, 'next', nextn)
+  else
+    redis.call('HSET', meta, 'f:' .. num, '1')
+  end
+end
+local lostPrefix = '{"attempt":' .. n .. ',"lost":true,'
+local status
+local wasOpen = redis.call('HDEL', meta, 'o:' .. n) == 1
+if ARGV[2] == '1' then
+  if wasOpen then
+    redis.call('RPUSH', list, ARGV[4])
+    redis.call('HINCRBY', meta, 'recorded', 1)
+    status = 'recorded'
+  elseif redis.call('HDEL', meta, 'l:' .. n) == 1 then
+    local i = find(lostPrefix)
+    if i then
+      redis.call('LSET', list, i, ARGV[4])
+    end
+    status = 'replaced'
+  elseif find('{"attempt":' .. n .. ',') then
+    status = 'duplicate'
+  else
+    redis.call('RPUSH', list, ARGV[4])
+    redis.call('HINCRBY', meta, 'recorded', 1)
+    redis.call('HDEL', meta, 'f:' .. n)
+    if n > tonumber(redis.call('HGET', meta, 'next') or '0') then
+      redis.call('HSET', meta, 'next', n)
+    end
+    status = 'recorded'
+  end
+else
+  if wasOpen then
+    release(n)
+    status = 'released'
+  elseif redis.call('HDEL', meta, 'l:' .. n) == 1 then
+    local i, rec = find(lostPrefix)
+    if i then
+      redis.call('LREM', list, 1, rec)
+      redis.call('HINCRBY', meta, 'recorded', -1)
+      release(n)
+      status = 'released'
+    else
+      status = 'unrecorded'
+    end
+  else
+    status = 'ignored'
+  end
+end
+if ARGV[3] == '1' then
+  redis.call('HSET', meta, 'done', ARGV[5], 'done_at', ARGV[6])
+end
+redis.call('LTRIM', list, -tonumber(ARGV[8]), -1)
+redis.call('PEXPIRE', meta, ARGV[7])
+redis.call('PEXPIRE', list, ARGV[7])
+return status
+`)
+
+// historyScript reads one step's ledger without changing it.
+//
+// KEYS[1] meta hash, KEYS[2] attempts list.
+// No ARGV.
+// Returns {recorded, open, done (1 or 0), done request id or "", done_at
+// (unix ms, 0 if not done), PTTL of the meta hash in ms (-2 when absent),
+// {record, ...}} with records oldest first.
+var historyScript = redis.NewScript(`
+local meta, list = KEYS[1], KEYS[2]
+local fields = redis.call('HGETALL', meta)
+local recorded, open, done, doneID, doneAt = 0, 0, 0, '', 0
+for i = 1, #fields, 2 do
+  local f, v = fields[i], fields[i + 1]
+  if f == 'recorded' then
+    recorded = tonumber(v)
+  elseif f == 'done' then
+    done, doneID = 1, v
+  elseif f == 'done_at' then
+    doneAt = tonumber(v)
+  elseif string.sub(f, 1, 2) == 'o:' then
+    open = open + 1
+  end
+end
+return {recorded, open, done, doneID, doneAt, redis.call('PTTL', meta), redis.call('LRANGE', list, 0, -1)}
+`)

@@ -1,0 +1,48 @@
+package consumers
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/components/delay"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Metadata keys the pipeline sets on a watermill message to tell the
+// subscriber how to settle it.
+const (
+	// MetaTermReason, set before Ack, makes the subscriber Term the message
+	// with this reason instead of acking it (the quarantine record is
+	// already stored).
+	MetaTermReason = "personaq_term_reason"
+)
+
+// NackWithDelay marks msg for redelivery after d and nacks it. The subscriber
+// turns watermill's delay metadata into NakWithDelay.
+func NackWithDelay(msg *message.Message, d time.Duration) bool {
+	if d > 0 {
+		delay.Message(msg, delay.For(d))
+	}
+	return msg.Nack()
+}
+
+// AckWithTerm acks msg, asking the subscriber to Term it with reason.
+func AckWithTerm(msg *message.Message, reason string) bool {
+	msg.Metadata.Set(MetaTermReason, reason)
+	return msg.Ack()
+}
+
+// nakDelay reads watermill's delay metadata. DelayedForKey keeps the full
+// precision; DelayedUntilKey is RFC 3339 (whole seconds) and only a fallback.
+func nakDelay(msg *message.Message, now time.Time) time.Duration {
+	if s := msg.Metadata.Get(delay.DelayedForKey); s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			return max(d, 0)
+		}
+	}
+	if s := msg.Metadata.Get(delay.DelayedUntilKey); s != "" {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			return max(t.Sub(now), 0)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,93 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ConsumerSpec sizes the durable consumer of one persona.
+type ConsumerSpec struct {
+	// Persona names the consumer (durable "personaq-<persona>") and its
+	// filter subject. Required.
+	Persona string
+	// AckWait is how long the server waits for an ack or heartbeat before
+	// redelivering. Required; the runtime sets it above the attempt timeout
+	// and sends InProgress heartbeats at a third of it.
+	AckWait time.Duration
+	// MaxAckPending caps unacknowledged messages across ALL replicas of the
+	// consumer, so it must be ≥ replicas × slots. Required.
+	MaxAckPending int
+	// MaxDeliver is only a safety net for crash loops (attempts are counted
+	// by the ledger); reaching it raises the MAX_DELIVERIES advisory.
+	// Default: 50.
+	MaxDeliver int
+}
+
+// Provision creates or updates the streams of t and one durable pull
+// consumer per spec. It is idempotent, so every replica runs it at start.
+//
+// No consumer gets a BackOff list: BackOff replaces AckWait as the
+// redelivery deadline and shifts every NakWithDelay by BackOff[n]−BackOff[0]
+// (nats-server#4726), and our retry delays are NakWithDelay.
+func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []ConsumerSpec) error {
+	t = t.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	for _, cfg := range streamConfigs(t) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, s := range specs {
+		if err := provisionConsumer(ctx, js, t, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func streamConfigs(t Topology) []jetstream.StreamConfig {
+	base := func(name, subjects string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Subjects: []string{subjects + ".>"}, Replicas: t.Replicas,
+			Storage: t.Storage, Duplicates: t.DuplicateWindow,
+		}
+	}
+	req := base(t.RequestsStream, t.RequestsPrefix)
+	req.Retention = jetstream.WorkQueuePolicy
+	req.Description = "personaq persona requests"
+	q := base(t.QuarantineStream, t.QuarantinePrefix)
+	q.Retention = jetstream.LimitsPolicy
+	q.Description = "personaq quarantine records: browse, replay, purge"
+	out := base(t.OutcomesStream, t.OutcomesPrefix)
+	out.MaxAge = t.OutcomesMaxAge
+	out.Description = "personaq outcome events"
+	return []jetstream.StreamConfig{req, q, out}
+}
+
+func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, s ConsumerSpec) error {
+	if s.Persona == "" || s.AckWait <= 0 || s.MaxAckPending <= 0 {
+		return fmt.Errorf("%w: consumer %q: persona, ack_wait and max_ack_pending are required", ErrInvalidConfig, s.Persona)
+	}
+	if s.MaxDeliver == 0 {
+		s.MaxDeliver = 50
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, t.RequestsStream, jetstream.ConsumerConfig{
+		Durable:       Durable(s.Persona),
+		Description:   "personaq persona " + s.Persona,
+		FilterSubject: t.RequestSubject(s.Persona),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.AckWait,
+		MaxAckPending: s.MaxAckPending,
+		MaxDeliver:    s.MaxDeliver,
+		MaxWaiting:    512,
+	})
+	if err != nil {
+		return fmt.Errorf("provision consumer %s: %w", Durable(s.Persona), err)
+	}
+	return nil
+}

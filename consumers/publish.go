@@ -1,0 +1,65 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/schemas"
+)
+
+// PublishRequest validates req and publishes it on its persona's subject
+// with Nats-Msg-Id = request id, so a retried publish within the stream's
+// duplicate window is stored once. The PubAck says whether it was a duplicate.
+func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req *schemas.PersonaRequest) (*jetstream.PubAck, error) {
+	t = t.WithDefaults()
+	data, err := schemas.Encode(req)
+	if err != nil {
+		return nil, fmt.Errorf("publish request: %w", err)
+	}
+	msg := &nats.Msg{Subject: t.RequestSubject(req.Persona), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, req.RequestID)
+	if req.CorrelationID != "" {
+		msg.Header.Set(HeaderCorrelationID, req.CorrelationID)
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("publish request %s to %s: %w", req.RequestID, msg.Subject, err)
+	}
+	return ack, nil
+}
+
+// Publisher is a watermill message.Publisher on JetStream. The topic is the
+// subject; the message UUID becomes Nats-Msg-Id (dedup) unless the metadata
+// already carries one. Publish waits for the server's acknowledgement.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+var _ message.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a Publisher.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// Publish implements message.Publisher.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		nm := &nats.Msg{Subject: topic, Data: m.Payload, Header: nats.Header{}}
+		for k, v := range m.Metadata {
+			nm.Header.Set(k, v)
+		}
+		if nm.Header.Get(jetstream.MsgIDHeader) == "" {
+			nm.Header.Set(jetstream.MsgIDHeader, m.UUID)
+		}
+		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
+			return fmt.Errorf("publish %s to %s: %w", m.UUID, topic, err)
+		}
+	}
+	return nil
+}
+
+// Close implements message.Publisher.
+func (p *Publisher) Close() error { return nil }

@@ -1,0 +1,93 @@
+package consumers
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// record builds the quarantine record of the message: original subject,
+// headers and payload untouched, the decision's reason and detail, and the
+// whole attempt history.
+func (r *Runtime) record(msg *message.Message, st *attemptState) *schemas.QuarantineRecord {
+	d := st.delivery
+	rec := &schemas.QuarantineRecord{
+		SchemaVersion:   schemas.Version,
+		ID:              dlq.RecordID(d.Stream, d.Sequence),
+		Reason:          schemas.Reason(st.decision.Reason),
+		Detail:          st.decision.Detail,
+		OriginalSubject: d.Subject,
+		Headers:         map[string][]string(d.Msg.Headers()),
+		Payload:         msg.Payload,
+		Stream:          d.Stream,
+		Sequence:        d.Sequence,
+		Deliveries:      d.Delivered,
+		Persona:         st.persona.name,
+		CorrelationID:   st.corrID,
+		QuarantinedAt:   r.now().UTC(),
+	}
+	if st.req != nil {
+		rec.RequestID, rec.TaskID, rec.Step = st.req.RequestID, st.req.TaskID, st.req.Step
+	}
+	r.addHistory(rec, st)
+	return rec
+}
+
+func (r *Runtime) addHistory(rec *schemas.QuarantineRecord, st *attemptState) {
+	all := st.history
+	if st.attempt.Number > 0 && st.attempt.Class.Failed() {
+		all = append(all[:len(all):len(all)], st.attempt)
+	}
+	rec.Attempts = len(all)
+	for _, a := range all {
+		rec.Errors = append(rec.Errors, attemptRecord(a))
+	}
+	if len(all) > 0 {
+		rec.FirstFailureAt, rec.LastFailureAt = all[0].At.UTC(), all[len(all)-1].At.UTC()
+	}
+}
+
+func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
+	ar := schemas.AttemptRecord{
+		Attempt: a.Number, Agent: a.Agent, Class: a.Class.String(), Error: a.Error,
+		DurationMs: a.Duration.Milliseconds(), At: a.At.UTC(),
+	}
+	if len(a.ErrorTypes) > 0 {
+		ar.ErrorType = a.ErrorTypes[0]
+	}
+	if a.Progress.Known() {
+		ar.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
+	}
+	return ar
+}
+
+// publishOutcome emits the terminal outcome event. It is asynchronous: the
+// durable facts are the ack and the quarantine record; the event informs.
+func (r *Runtime) publishOutcome(st *attemptState, outcome schemas.Outcome, qseq uint64) {
+	ev := &schemas.OutcomeEvent{
+		SchemaVersion: schemas.Version, Outcome: outcome, Persona: st.persona.name,
+		Reason: schemas.Reason(st.decision.Reason), Attempts: st.attempt.Number,
+		Agent: st.attempt.Agent, CorrelationID: st.corrID, QuarantineSeq: qseq,
+		DurationMs: time.Since(st.started).Milliseconds(), At: r.now().UTC(), LastError: st.attempt.Error,
+	}
+	if st.req != nil {
+		ev.RequestID, ev.TaskID, ev.Step = st.req.RequestID, st.req.TaskID, st.req.Step
+	} else {
+		ev.RequestID, ev.TaskID, ev.Step = "unknown", "unknown", "unknown"
+	}
+	if p := st.attempt.Progress; p.Known() {
+		ev.Progress = &schemas.Progress{Completed: p.Completed, Total: p.Total}
+	}
+	data, err := schemas.Encode(ev)
+	if err != nil {
+		st.log.Error().Err(err).Msg("outcome event not encodable")
+		return
+	}
+	if _, err := r.js.PublishAsync(r.topo.OutcomeSubject(string(outcome), st.persona.name), data); err != nil {
+		st.log.Warn().Err(err).Msg("outcome event not published")
+	}
+}

@@ -1,0 +1,218 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/retry"
+)
+
+// Persona is one persona this replica serves.
+type Persona struct {
+	// Name is the persona (subject token). Required.
+	Name string
+	// Handler runs its attempts. Required.
+	Handler handlers.Handler
+	// Policy is the persona's retry policy; MaxAttempts and AttemptTimeout
+	// are required. Requests may name a preset and override fields.
+	Policy retry.Policy
+	// Concurrency is how many of its messages this replica runs at once.
+	// Default: 16.
+	Concurrency int
+	// MaxReplicas sizes the shared MaxAckPending (Concurrency × MaxReplicas):
+	// a smaller value silently caps replicas. Default: 4.
+	MaxReplicas int
+	// AckWait for the durable consumer. Default: the longest attempt timeout
+	// the policy allows plus 5s (heartbeats keep longer work alive anyway).
+	AckWait time.Duration
+	// MaxDeliver is the crash-loop safety net. Default: 50.
+	MaxDeliver int
+}
+
+// Config configures a Runtime.
+type Config struct {
+	// JetStream client. Required.
+	JetStream jetstream.JetStream
+	// Topology names streams and subjects. Default: Topology{}.WithDefaults().
+	Topology Topology
+	// Personas served by this replica. Required (at least one).
+	Personas []Persona
+	// Ledger counts attempts (Redis). Default: none (deliveries are counted).
+	Ledger Ledger
+	// Logger for decisions. Default: zerolog.Nop().
+	Logger *zerolog.Logger
+	// DrainTimeout bounds graceful shutdown of in-flight work. Default: 30s.
+	DrainTimeout time.Duration
+	// FetchMaxWait bounds one pull request. Default: 1s.
+	FetchMaxWait time.Duration
+	// Presets resolves policy names that requests carry. Default: retry.Preset.
+	Presets func(name string) (retry.Policy, error)
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Runtime runs persona requests from JetStream through the retry pipeline.
+type Runtime struct {
+	cfg      Config
+	js       jetstream.JetStream
+	topo     Topology
+	log      zerolog.Logger
+	ledger   Ledger
+	dlq      *dlq.Writer
+	personas map[string]*personaRuntime
+	presets  func(string) (retry.Policy, error)
+	now      func() time.Time
+	health   health
+	sub      *Subscriber
+}
+
+type personaRuntime struct {
+	name    string
+	handler handlers.Handler
+	policy  retry.Policy
+	slots   int
+	spec    ConsumerSpec
+}
+
+// New validates cfg and builds a Runtime.
+func New(cfg Config) (*Runtime, error) {
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		cfg: cfg, js: cfg.JetStream, topo: cfg.Topology.WithDefaults(), ledger: cfg.Ledger,
+		personas: map[string]*personaRuntime{}, presets: cfg.Presets, now: cfg.Now,
+	}
+	r.log = zerolog.Nop()
+	if cfg.Logger != nil {
+		r.log = *cfg.Logger
+	}
+	if r.presets == nil {
+		r.presets = retry.Preset
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject)
+	for _, p := range cfg.Personas {
+		r.personas[p.Name] = newPersonaRuntime(p)
+	}
+	return r, nil
+}
+
+func validate(cfg Config) error {
+	if cfg.JetStream == nil {
+		return fmt.Errorf("%w: jetstream: required", ErrInvalidConfig)
+	}
+	if len(cfg.Personas) == 0 {
+		return fmt.Errorf("%w: personas: at least one is required", ErrInvalidConfig)
+	}
+	seen := map[string]bool{}
+	for i, p := range cfg.Personas {
+		if err := validatePersona(p); err != nil {
+			return fmt.Errorf("%w: personas[%d]: %w", ErrInvalidConfig, i, err)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("%w: personas[%d].name: duplicate %q", ErrInvalidConfig, i, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return cfg.Topology.WithDefaults().Validate()
+}
+
+func validatePersona(p Persona) error {
+	switch {
+	case p.Name == "":
+		return errors.New("name: required")
+	case p.Handler == nil:
+		return fmt.Errorf("%s: handler: required", p.Name)
+	case p.Concurrency < 0 || p.MaxReplicas < 0 || p.AckWait < 0:
+		return fmt.Errorf("%s: concurrency, max_replicas and ack_wait must not be negative", p.Name)
+	}
+	if err := p.Policy.Validate(); err != nil {
+		return fmt.Errorf("%s: policy: %w", p.Name, err)
+	}
+	return nil
+}
+
+func newPersonaRuntime(p Persona) *personaRuntime {
+	if p.Concurrency == 0 {
+		p.Concurrency = 16
+	}
+	if p.MaxReplicas == 0 {
+		p.MaxReplicas = 4
+	}
+	pol := p.Policy.WithDefaults()
+	if p.AckWait == 0 {
+		p.AckWait = time.Duration(float64(pol.AttemptTimeout)*pol.ExtendedTimeoutFactor) + 5*time.Second
+	}
+	return &personaRuntime{name: p.Name, handler: p.Handler, policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
+		Persona: p.Name, AckWait: p.AckWait, MaxAckPending: p.Concurrency * p.MaxReplicas, MaxDeliver: p.MaxDeliver,
+	}}
+}
+
+// Provision creates the streams and this replica's persona consumers.
+func (r *Runtime) Provision(ctx context.Context) error {
+	specs := make([]ConsumerSpec, 0, len(r.personas))
+	for _, p := range r.personas {
+		specs = append(specs, p.spec)
+	}
+	return Provision(ctx, r.js, r.topo, specs)
+}
+
+// Run provisions, then consumes until ctx is done, then drains: in-flight
+// attempts get DrainTimeout to finish and the rest are released.
+func (r *Runtime) Run(ctx context.Context) error {
+	if err := r.Provision(ctx); err != nil {
+		return err
+	}
+	router, err := r.router()
+	if err != nil {
+		return err
+	}
+	r.log.Info().Int("personas", len(r.personas)).Msg("personaq runtime started")
+	err = router.Run(ctx)
+	r.log.Info().Msg("personaq runtime stopped")
+	return err
+}
+
+func (r *Runtime) router() (*message.Router, error) {
+	drain := r.cfg.DrainTimeout
+	if drain == 0 {
+		drain = 30 * time.Second
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: drain + 10*time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return nil, err
+	}
+	router.AddMiddleware(r.settleMiddleware, r.decodeMiddleware, r.ledgerMiddleware, r.decideMiddleware)
+	for _, p := range r.personas {
+		sub, err := NewSubscriber(SubscriberConfig{
+			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
+			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		router.AddConsumerHandler("persona-"+p.name, p.name, sub, r.invoke)
+	}
+	return router, nil
+}
+
+// Ready reports whether the replica can do work: the ledger (when used)
+// answers. NATS connectivity is checked by the caller's connection.
+func (r *Runtime) Ready() error {
+	if r.health.ledgerDown.Load() {
+		return errors.New("ledger unavailable")
+	}
+	return nil
+}

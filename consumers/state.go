@@ -1,0 +1,74 @@
+package consumers
+
+import (
+	"context"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/rs/zerolog"
+
+	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// verdict is how a message is settled; the settle middleware acts on it.
+type verdict uint8
+
+const (
+	verdictNone verdict = iota
+	// verdictAck: succeeded (or a duplicate of a step already done).
+	verdictAck
+	// verdictRetry: NakWithDelay(delay) for the next attempt.
+	verdictRetry
+	// verdictRelease: Nak after delay without counting an attempt
+	// (shutdown, ledger unavailable).
+	verdictRelease
+	// verdictQuarantine: store a record with decision.Reason, then Term.
+	verdictQuarantine
+)
+
+// attemptState travels with one message through the middleware chain.
+type attemptState struct {
+	persona  *personaRuntime
+	delivery *Delivery
+	log      zerolog.Logger
+	started  time.Time
+
+	req    *schemas.PersonaRequest
+	policy retry.Policy
+	corrID string
+
+	ctx     context.Context // the attempt's context, with its timeout
+	history []retry.Attempt
+	attempt retry.Attempt
+	result  handlers.Result
+	err     error
+
+	decision  retry.Decision
+	verdict   verdict
+	delay     time.Duration
+	duplicate bool
+}
+
+type stateKey struct{}
+
+func stateOf(msg *message.Message) *attemptState {
+	st, _ := msg.Context().Value(stateKey{}).(*attemptState)
+	return st
+}
+
+func withState(msg *message.Message, st *attemptState) {
+	msg.SetContext(context.WithValue(msg.Context(), stateKey{}, st))
+}
+
+// stepKey identifies the ledger entry of the request's task step.
+func (st *attemptState) hasFallback() bool { return st.req != nil && st.req.Agents.Fallback != "" }
+
+// agentFor returns the agent name that runs attempt n.
+func (st *attemptState) agentFor(role retry.Role) string {
+	if role == retry.RoleFallback {
+		return st.req.Agents.Fallback
+	}
+	return st.req.Agents.Primary
+}

@@ -1,0 +1,138 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// JetStream is the client. Required.
+	JetStream jetstream.JetStream
+	// Stream holds the consumers subscribed to. Required.
+	Stream string
+	// Slots is how many messages one subscription runs at once; the
+	// subscriber never fetches more than its free slots. Default: 16.
+	Slots int
+	// FetchMaxWait bounds one pull request. Default: 1s.
+	FetchMaxWait time.Duration
+	// Heartbeat is the InProgress interval for messages being worked on.
+	// Default: a third of the consumer's AckWait.
+	Heartbeat time.Duration
+	// DrainTimeout is how long Close lets in-flight messages finish before
+	// cancelling them with ErrShuttingDown and releasing them. Default: 30s.
+	DrainTimeout time.Duration
+	// Logger receives decisions (released, settle failures). Default: Nop.
+	Logger *zerolog.Logger
+}
+
+func (c SubscriberConfig) withDefaults() SubscriberConfig {
+	if c.Slots == 0 {
+		c.Slots = 16
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	return c
+}
+
+func (c SubscriberConfig) validate() error {
+	switch {
+	case c.JetStream == nil:
+		return fmt.Errorf("%w: subscriber.jetstream: required", ErrInvalidConfig)
+	case c.Stream == "":
+		return fmt.Errorf("%w: subscriber.stream: required", ErrInvalidConfig)
+	case c.Slots < 0 || c.FetchMaxWait < 0 || c.DrainTimeout < 0 || c.Heartbeat < 0:
+		return fmt.Errorf("%w: subscriber: slots and durations must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Subscriber is a watermill message.Subscriber on a JetStream durable pull
+// consumer. The topic is a persona; it binds to the durable
+// Durable(persona), which Provision created.
+//
+// Ack → DoubleAck (or TermWithReason when MetaTermReason is set); Nack →
+// NakWithDelay with watermill's delay metadata, or Nak without it.
+type Subscriber struct {
+	cfg SubscriberConfig
+
+	mu     sync.Mutex
+	subs   []*subscription
+	closed bool
+}
+
+// NewSubscriber validates cfg and returns a Subscriber.
+func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Subscriber{cfg: cfg.withDefaults()}, nil
+}
+
+// Subscribe starts fetching for the persona named by topic. The channel is
+// closed when ctx is done or the subscriber is closed.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	cons, err := s.cfg.JetStream.Consumer(ctx, s.cfg.Stream, Durable(topic))
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: consumer %s on stream %s: %w", topic, Durable(topic), s.cfg.Stream, err)
+	}
+	sub := newSubscription(s.cfg, topic, cons)
+	s.subs = append(s.subs, sub)
+	sub.start(ctx)
+	return sub.out, nil
+}
+
+// Close stops fetching, lets in-flight messages finish within DrainTimeout,
+// then cancels the rest with ErrShuttingDown and releases them (Nak without
+// delay) so another replica takes them. It is idempotent.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	subs := s.subs
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Go(sub.close)
+	}
+	wg.Wait()
+	return nil
+}
+
+// InFlight returns how many messages the subscriber holds right now.
+func (s *Subscriber) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sub := range s.subs {
+		n += sub.inflight.len()
+	}
+	return n
+}
+
+// errStopped ends the fetch loop.
+var errStopped = errors.New("stopped")

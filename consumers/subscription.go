@@ -1,0 +1,248 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// subscription is one topic's fetch loop, worker slots, heartbeats and drain.
+type subscription struct {
+	cfg   SubscriberConfig
+	topic string
+	cons  jetstream.Consumer
+	log   zerolog.Logger
+
+	out      chan *message.Message
+	tokens   chan struct{} // one token per free worker slot
+	inflight *inflightSet
+
+	// runCtx parents every message context. It outlives the Subscribe
+	// context so a router shutdown drains instead of cutting work off; Close
+	// cancels it with ErrShuttingDown once DrainTimeout has passed.
+	runCtx    context.Context
+	cancelRun context.CancelCauseFunc
+
+	stopOnce  sync.Once
+	stopCh    chan struct{} // closed: fetch no more
+	fetchDone chan struct{}
+	hardStop  chan struct{} // closed: release whatever is still unsettled
+	settleWG  sync.WaitGroup
+	beatDone  chan struct{}
+	closeOnce sync.Once
+}
+
+func newSubscription(cfg SubscriberConfig, topic string, cons jetstream.Consumer) *subscription {
+	s := &subscription{
+		cfg: cfg, topic: topic, cons: cons,
+		log:       cfg.Logger.With().Str("persona", topic).Logger(),
+		out:       make(chan *message.Message),
+		tokens:    make(chan struct{}, cfg.Slots),
+		inflight:  newInflightSet(),
+		stopCh:    make(chan struct{}),
+		fetchDone: make(chan struct{}),
+		hardStop:  make(chan struct{}),
+		beatDone:  make(chan struct{}),
+	}
+	for range cfg.Slots {
+		s.tokens <- struct{}{}
+	}
+	return s
+}
+
+func (s *subscription) start(ctx context.Context) {
+	s.runCtx, s.cancelRun = context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.stop()
+		case <-s.stopCh:
+		}
+	}()
+	go s.fetchLoop()
+	go s.heartbeatLoop()
+}
+
+func (s *subscription) stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
+
+func (s *subscription) fetchLoop() {
+	defer close(s.fetchDone)
+	defer close(s.out)
+	for {
+		n := s.acquire()
+		if n == 0 {
+			return
+		}
+		got := s.fetch(n)
+		s.release(n - got)
+	}
+}
+
+// acquire blocks for one free slot, then takes every other free one.
+func (s *subscription) acquire() int {
+	select {
+	case <-s.tokens:
+	case <-s.stopCh:
+		return 0
+	}
+	n := 1
+	for n < s.cfg.Slots {
+		select {
+		case <-s.tokens:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (s *subscription) release(n int) {
+	for range n {
+		s.tokens <- struct{}{}
+	}
+}
+
+// fetch pulls at most n messages and dispatches them; it returns how many
+// it received (each holds a slot until settled).
+func (s *subscription) fetch(n int) int {
+	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(s.cfg.FetchMaxWait))
+	if err != nil {
+		s.log.Warn().Err(err).Msg("fetch failed; retrying")
+		s.pause(s.cfg.FetchMaxWait)
+		return 0
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		s.dispatch(m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn().Err(err).Msg("fetch ended with an error")
+		s.pause(s.cfg.FetchMaxWait)
+	}
+	return got
+}
+
+func (s *subscription) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.stopCh:
+	}
+}
+
+// dispatch hands one message to the router and starts its settler. A
+// message fetched while stopping is released at once.
+func (s *subscription) dispatch(m jetstream.Msg) {
+	d, err := newDelivery(m, time.Now())
+	if err != nil {
+		s.log.Error().Err(err).Msg("message without JetStream metadata; releasing")
+		_ = m.Nak()
+		s.release(1)
+		return
+	}
+	wm := toWatermill(m, d)
+	wm.SetContext(withDelivery(s.runCtx, d))
+	id := s.inflight.add(m)
+	select {
+	case s.out <- wm:
+		s.settleWG.Add(1)
+		go s.settle(wm, m, id)
+	case <-s.stopCh:
+		_ = m.Nak()
+		s.inflight.remove(id)
+		s.release(1)
+	}
+}
+
+func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
+	uuid := d.Stream + ":" + strconv.FormatUint(d.Sequence, 10) + ":" + strconv.FormatUint(d.Delivered, 10)
+	wm := message.NewMessage(uuid, m.Data())
+	for k, v := range m.Headers() {
+		if len(v) > 0 {
+			wm.Metadata.Set(k, v[0])
+		}
+	}
+	return wm
+}
+
+// settle waits for the pipeline's verdict on wm and applies it to m.
+func (s *subscription) settle(wm *message.Message, m jetstream.Msg, id uint64) {
+	defer s.settleWG.Done()
+	defer s.release(1)
+	defer s.inflight.remove(id)
+	select {
+	case <-wm.Acked():
+		s.ack(wm, m)
+	case <-wm.Nacked():
+		s.nak(wm, m)
+	case <-s.hardStop:
+		_ = m.Nak()
+		s.log.Warn().Str("message", wm.UUID).Msg("released unfinished message at shutdown")
+	}
+}
+
+func (s *subscription) ack(wm *message.Message, m jetstream.Msg) {
+	if reason := wm.Metadata.Get(MetaTermReason); reason != "" {
+		if err := m.TermWithReason(reason); err != nil {
+			s.log.Error().Err(err).Str("message", wm.UUID).Msg("term failed; the message will be redelivered")
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.DoubleAck(ctx); err != nil {
+		s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not confirmed; the message may be redelivered")
+	}
+}
+
+func (s *subscription) nak(wm *message.Message, m jetstream.Msg) {
+	var err error
+	if d := nakDelay(wm, time.Now()); d > 0 {
+		err = m.NakWithDelay(d)
+	} else {
+		err = m.Nak()
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("message", wm.UUID).Msg("nak failed; redelivery after AckWait")
+	}
+}
+
+// close drains: no more fetching, in-flight work gets DrainTimeout, then its
+// context is cancelled with ErrShuttingDown and, after a short grace for
+// handlers to return, anything unsettled is released.
+func (s *subscription) close() {
+	s.closeOnce.Do(func() {
+		s.stop()
+		<-s.fetchDone
+		if !waitTimeout(&s.settleWG, s.cfg.DrainTimeout) {
+			s.cancelRun(ErrShuttingDown)
+			waitTimeout(&s.settleWG, min(s.cfg.DrainTimeout, 5*time.Second))
+		}
+		close(s.hardStop)
+		s.settleWG.Wait()
+		s.cancelRun(ErrShuttingDown)
+		<-s.beatDone
+	})
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}

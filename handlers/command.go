@@ -1,0 +1,394 @@
+//go:build unix
+
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/personaq/personaq/retry"
+)
+
+// Defaults for CommandConfig.
+const (
+	DefaultStderrTail = 4 << 10
+	DefaultKillGrace  = 2 * time.Second
+)
+
+// maxProgressLine bounds the stdout line examined for progress: a longer
+// line is output, never a progress report.
+const maxProgressLine = 4 << 10
+
+// DefaultExitCodes returns the exit code classes used for codes that
+// CommandConfig.ExitCodes does not name, after sysexits.h: EX_DATAERR (65)
+// is a validation failure, EX_UNAVAILABLE (69) a network failure,
+// EX_TEMPFAIL (75) retryable. Any code in neither map is terminal.
+func DefaultExitCodes() map[int]retry.Class {
+	return map[int]retry.Class{
+		0:  retry.ClassSucceeded,
+		65: retry.ClassValidation,
+		69: retry.ClassNetwork,
+		75: retry.ClassRetryable,
+	}
+}
+
+// CommandConfig configures a CommandInvoker.
+type CommandConfig struct {
+	// Path is the program; a name without a slash is looked up in PATH.
+	// Required.
+	Path string
+	// Args follow the program name.
+	Args []string
+	// Env entries ("KEY=value") are added to personaq's own environment;
+	// the PERSONAQ_* variables describing the attempt come last and win.
+	Env []string
+	// Dir is the working directory. Default: personaq's.
+	Dir string
+	// ExitCodes maps exit codes (0-255) to classes, overriding
+	// DefaultExitCodes code by code. Snooze and invalid_message are not
+	// allowed: an exit code cannot say for how long, nor judge the message.
+	ExitCodes map[int]retry.Class
+	// StderrTail is how many bytes from the end of stderr are kept as the
+	// error text (and validation feedback). Default: 4 KiB.
+	StderrTail int
+	// MaxOutputBytes bounds the stdout kept as Result.Output (progress
+	// lines excluded); a successful run that prints more fails as terminal
+	// (ErrResponseTooLarge). Default: 1 MiB.
+	MaxOutputBytes int
+	// KillGrace is the time between SIGTERM and SIGKILL to the program's
+	// process group once the attempt's context is done. Default: 2s.
+	KillGrace time.Duration
+}
+
+func (c CommandConfig) validate() error {
+	switch {
+	case c.Path == "":
+		return configErr("path", "required")
+	case c.StderrTail < 0:
+		return configErr("stderr_tail", "must not be negative, got %d", c.StderrTail)
+	case c.MaxOutputBytes < 0:
+		return configErr("max_output_bytes", "must not be negative, got %d", c.MaxOutputBytes)
+	case c.KillGrace < 0:
+		return configErr("kill_grace", "must not be negative, got %s", c.KillGrace)
+	}
+	for code, class := range c.ExitCodes {
+		switch {
+		case code < 0 || code > 255:
+			return configErr("exit_codes", "%d: exit codes run from 0 to 255", code)
+		case class > retry.ClassTerminal: // snooze, invalid_message, unknown
+			return configErr("exit_codes", "%d: class %s cannot come from an exit code", code, class)
+		}
+	}
+	return nil
+}
+
+func (c CommandConfig) withDefaults() CommandConfig {
+	codes := DefaultExitCodes()
+	maps.Copy(codes, c.ExitCodes)
+	c.ExitCodes = codes
+	c.Args, c.Env = slices.Clone(c.Args), slices.Clone(c.Env)
+	if c.StderrTail == 0 {
+		c.StderrTail = DefaultStderrTail
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxResponseBytes
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	return c
+}
+
+// CommandInvoker runs a persona as an external program (an agent CLI), one
+// process per attempt.
+//
+// The program reads the attempt's Envelope as JSON on stdin and finds the
+// attempt in PERSONAQ_* environment variables. Stdout lines of the form
+// {"progress":{"completed":N,"total":M}} report progress (the last wins);
+// the rest of stdout is the output. The exit code picks the class (see
+// DefaultExitCodes); the end of stderr is the error text. The program runs
+// in its own process group, and nothing in that group outlives the attempt:
+// when the context ends the group gets SIGTERM, then SIGKILL after
+// KillGrace, and the attempt is a timeout.
+type CommandInvoker struct {
+	cfg CommandConfig
+}
+
+// NewCommand validates cfg and returns an invoker. The program itself is
+// looked for at each attempt, so one installed later is picked up.
+func NewCommand(cfg CommandConfig) (*CommandInvoker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &CommandInvoker{cfg: cfg.withDefaults()}, nil
+}
+
+// Handle implements Handler.
+func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, error) {
+	if ctx.Err() != nil {
+		return Result{}, interrupted(ctx, fmt.Errorf("persona command %s not started", c.name()))
+	}
+	stdin, err := json.Marshal(NewEnvelope(req))
+	if err != nil {
+		return Result{}, Terminal(fmt.Errorf("encode persona request: %w", err))
+	}
+	stdout := &stdoutSink{max: c.cfg.MaxOutputBytes}
+	stderr := &tailWriter{max: c.cfg.StderrTail}
+	cmd := c.command(req, stdin)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return Result{}, c.startError(err)
+	}
+	stopped := c.wait(ctx, cmd)
+	stdout.endLine()
+	res := Result{Progress: stdout.progress}
+	if stopped {
+		return res, interrupted(ctx, fmt.Errorf("persona command %s stopped", c.name()))
+	}
+	if err := c.exitError(cmd.ProcessState, stderr.String()); err != nil {
+		return res, err
+	}
+	if stdout.overflow {
+		return res, Terminal(fmt.Errorf("%w: over %d bytes on stdout", ErrResponseTooLarge, c.cfg.MaxOutputBytes))
+	}
+	res.Output = outputOf(stdout.out)
+	return res, nil
+}
+
+func (c *CommandInvoker) name() string { return filepath.Base(c.cfg.Path) }
+
+func (c *CommandInvoker) command(req *Request, stdin []byte) *exec.Cmd {
+	cmd := exec.Command(c.cfg.Path, c.cfg.Args...)
+	cmd.Dir = c.cfg.Dir
+	cmd.Env = slices.Concat(os.Environ(), c.cfg.Env, attemptEnv(req))
+	cmd.Stdin = bytes.NewReader(stdin)
+	// Its own group, so one signal reaches everything the agent spawned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process that escaped the group (setsid) may hold stdout open; do
+	// not wait on it longer than the grace period.
+	cmd.WaitDelay = c.cfg.KillGrace
+	return cmd
+}
+
+func attemptEnv(req *Request) []string {
+	m := req.Message
+	return []string{
+		"PERSONAQ_ATTEMPT=" + strconv.Itoa(req.Attempt),
+		"PERSONAQ_AGENT=" + req.Agent,
+		"PERSONAQ_ROLE=" + string(req.Role),
+		"PERSONAQ_TASK_ID=" + m.TaskID,
+		"PERSONAQ_STEP=" + m.Step,
+		"PERSONAQ_PERSONA=" + m.Persona,
+		"PERSONAQ_REQUEST_ID=" + m.RequestID,
+		"PERSONAQ_CORRELATION_ID=" + correlationID(m),
+		"PERSONAQ_IDEMPOTENCY_KEY=" + idempotencyKey(req),
+	}
+}
+
+// wait waits for cmd, stopping its process group if ctx ends first, and
+// reports whether it had to. Either way the group is SIGKILLed once the
+// program has exited, so no child of it outlives the attempt.
+func (c *CommandInvoker) wait(ctx context.Context, cmd *exec.Cmd) (stopped bool) {
+	pgid := cmd.Process.Pid
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the outcome is read from cmd.ProcessState
+		close(done)
+	}()
+	defer signalGroup(pgid, syscall.SIGKILL)
+	select {
+	case <-done:
+		return false
+	case <-ctx.Done():
+	}
+	signalGroup(pgid, syscall.SIGTERM)
+	grace := time.NewTimer(c.cfg.KillGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		signalGroup(pgid, syscall.SIGKILL)
+		<-done
+	}
+	return true
+}
+
+// signalGroup ignores ESRCH: the group being gone already is the goal.
+func signalGroup(pgid int, sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+
+// startError: a program that is missing, not executable, or given an
+// impossible environment will not start next time either; anything else
+// (e.g. EAGAIN, out of processes) may pass.
+func (c *CommandInvoker) startError(err error) error {
+	err = fmt.Errorf("persona command %q cannot start: %w", c.cfg.Path, err)
+	for _, target := range []error{exec.ErrNotFound, exec.ErrDot, fs.ErrNotExist, fs.ErrPermission, syscall.ENOEXEC, syscall.EINVAL} {
+		if errors.Is(err, target) {
+			return Terminal(err)
+		}
+	}
+	return Retryable(err)
+}
+
+// exitError maps how the program ended onto a class.
+func (c *CommandInvoker) exitError(st *os.ProcessState, stderr string) error {
+	if st == nil { // Wait could not reap it (someone else did): unknown outcome
+		return Retryable(fmt.Errorf("persona command %s: exit status lost", c.name()))
+	}
+	e := &ExitError{Code: st.ExitCode(), Stderr: stderr}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		// Killed from outside (OOM killer, an operator): the next run may
+		// well survive, and the policy bounds how often we try.
+		e.Signal = ws.Signal()
+		return Retryable(fmt.Errorf("persona command %s: %w", c.name(), e))
+	}
+	class, ok := c.cfg.ExitCodes[e.Code]
+	if !ok {
+		class = retry.ClassTerminal
+	}
+	err := fmt.Errorf("persona command %s: %w", c.name(), e)
+	switch class {
+	case retry.ClassSucceeded:
+		return nil
+	case retry.ClassValidation:
+		return Validation(stderr, err)
+	}
+	return classed(class, err)
+}
+
+// ExitError is a persona command that did not exit successfully.
+type ExitError struct {
+	// Code is the exit status, or -1 when a signal ended the program.
+	Code int
+	// Signal is the signal that ended the program, if one did.
+	Signal syscall.Signal
+	// Stderr is the end of the program's standard error.
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("exit status %d", e.Code)
+	if e.Signal != 0 {
+		msg = fmt.Sprintf("terminated by signal %d (%s)", int(e.Signal), e.Signal)
+	}
+	if e.Stderr == "" {
+		return msg
+	}
+	return msg + ": " + e.Stderr
+}
+
+// stdoutSink keeps a program's stdout, bounded, taking progress reports out
+// of it as they stream by.
+type stdoutSink struct {
+	max      int
+	out      []byte
+	overflow bool
+	progress retry.Progress
+	line     []byte
+	long     bool // the current line is too long to be a progress report
+}
+
+func (s *stdoutSink) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.add(p)
+			break
+		}
+		s.add(p[:i+1])
+		s.endLine()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// add appends a piece of the current line.
+func (s *stdoutSink) add(b []byte) {
+	if !s.long && len(s.line)+len(b) <= maxProgressLine {
+		s.line = append(s.line, b...)
+		return
+	}
+	if !s.long {
+		s.keep(s.line)
+		s.long = true
+	}
+	s.keep(b)
+}
+
+// endLine finishes the current line: a progress report updates progress
+// and, if it says nothing else, is left out of the output.
+func (s *stdoutSink) endLine() {
+	if !s.long {
+		p, ok := parseProgress(s.line)
+		if ok {
+			s.progress = p
+		}
+		if !ok || !progressOnly(s.line) {
+			s.keep(s.line)
+		}
+	}
+	s.line, s.long = s.line[:0], false
+}
+
+func (s *stdoutSink) keep(b []byte) {
+	if room := s.max - len(s.out); len(b) > room {
+		s.overflow = true
+		b = b[:room]
+	}
+	s.out = append(s.out, b...)
+}
+
+// progressOnly reports whether line is a progress report and nothing else.
+func progressOnly(line []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var r progressReport
+	return dec.Decode(&r) == nil && !dec.More()
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	max int
+	buf []byte
+	cut bool
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	if len(p) >= t.max {
+		// Do not grow the buffer to the size of one huge write.
+		t.buf, t.cut = append(t.buf[:0], p[len(p)-t.max:]...), true
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf, t.cut = t.buf[over:], true
+	}
+	return len(p), nil
+}
+
+// String returns the tail, starting on a whole character.
+func (t *tailWriter) String() string {
+	b := t.buf
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	s := strings.TrimSpace(string(b))
+	if t.cut && s != "" {
+		return "…" + s
+	}
+	return s
+}

@@ -1,0 +1,338 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// DefaultMaxResponseBytes bounds a persona's answer (HTTP body or command
+// stdout) unless configured otherwise.
+const DefaultMaxResponseBytes = 1 << 20
+
+// maxDrain is how much of an unread response body is discarded so the
+// connection can be reused; past it, closing is cheaper than reading.
+const maxDrain = 64 << 10
+
+// HTTPConfig configures an HTTPInvoker.
+type HTTPConfig struct {
+	// URL is the persona endpoint each attempt is POSTed to. Required.
+	URL string
+	// Client sends the requests. Default: a client with its own transport
+	// and no overall timeout (the attempt's context bounds each call).
+	Client *http.Client
+	// Headers are set on every request (e.g. Authorization). personaq's own
+	// headers (Content-Type, X-Correlation-ID, Idempotency-Key,
+	// X-Personaq-*) take precedence.
+	Headers map[string]string
+	// MaxResponseBytes bounds a response body; a 2xx answer longer than
+	// this fails as terminal (ErrResponseTooLarge). Default: 1 MiB.
+	MaxResponseBytes int64
+	// ValidationOn422 turns a 422 with a body into a validation failure
+	// whose body is fed back to the next attempt. Default: false.
+	ValidationOn422 bool
+}
+
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	c.Headers = maps.Clone(c.Headers) // the caller may keep editing theirs
+	if c.Client == nil {
+		c.Client = defaultClient()
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	return c
+}
+
+func (c HTTPConfig) validate() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return configErr("url", "required")
+	case err != nil:
+		return configErr("url", "%v", err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return configErr("url", "want an absolute http(s) URL, got %q", c.URL)
+	case c.MaxResponseBytes < 0:
+		return configErr("max_response_bytes", "must not be negative, got %d", c.MaxResponseBytes)
+	}
+	for name, value := range c.Headers {
+		if !validHeader(name, value) {
+			// Never echo the value: it is often a credential.
+			return configErr("headers", "%q: invalid name or value", name)
+		}
+	}
+	return nil
+}
+
+// validHeader checks what net/http would otherwise reject on every call,
+// turning a bad header into a start-up error instead of retried failures.
+func validHeader(name, value string) bool {
+	if name == "" || strings.ContainsAny(value, "\r\n\x00") {
+		return false
+	}
+	for _, r := range name {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultClient has no Client.Timeout on purpose: one fixed timeout would
+// fight the per-persona attempt timeouts carried by the context.
+func defaultClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Many workers call the same persona host; Go's default of 2 idle
+	// connections per host would make most calls dial afresh.
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+// HTTPInvoker runs a persona by POSTing each attempt's Envelope to its URL.
+//
+// A 2xx answer succeeds, its body kept as Result.Output; other statuses are
+// classified by StatusOptions.FromStatus. Progress ({"progress":
+// {"completed":5,"total":9}}) is read from any answer, failures included,
+// so plateaus can be detected. A deadline becomes Timeout; refused, reset
+// and unresolvable connections become Network.
+type HTTPInvoker struct {
+	cfg    HTTPConfig
+	status StatusOptions
+}
+
+// NewHTTP validates cfg and returns an invoker.
+func NewHTTP(cfg HTTPConfig) (*HTTPInvoker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &HTTPInvoker{cfg: cfg, status: StatusOptions{ValidationOn422: cfg.ValidationOn422}}, nil
+}
+
+// CloseIdleConnections releases the client's idle keep-alive connections.
+func (h *HTTPInvoker) CloseIdleConnections() { h.cfg.Client.CloseIdleConnections() }
+
+// Handle implements Handler.
+func (h *HTTPInvoker) Handle(ctx context.Context, req *Request) (Result, error) {
+	hreq, err := h.newRequest(ctx, req)
+	if err != nil {
+		return Result{}, Terminal(err)
+	}
+	resp, err := h.cfg.Client.Do(hreq)
+	if err != nil {
+		return Result{}, transportError(ctx, err)
+	}
+	defer drainClose(resp.Body)
+	return h.answer(ctx, resp)
+}
+
+func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Request, error) {
+	body, err := json.Marshal(NewEnvelope(req))
+	if err != nil {
+		return nil, fmt.Errorf("encode persona request: %w", err)
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build persona request: %w", err)
+	}
+	for k, v := range h.cfg.Headers {
+		r.Header.Set(k, v)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json")
+	r.Header.Set("X-Correlation-ID", correlationID(req.Message))
+	// net/http also treats a request with Idempotency-Key as safe to resend
+	// on a dead keep-alive connection, which is what we want.
+	r.Header.Set("Idempotency-Key", idempotencyKey(req))
+	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
+	r.Header.Set("X-Personaq-Agent", req.Agent)
+	return r, nil
+}
+
+// answer turns a response into the attempt's result.
+func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, error) {
+	limit := h.cfg.MaxResponseBytes
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	oversize := int64(len(body)) > limit
+	if oversize {
+		body = body[:limit]
+	}
+	res := Result{}
+	res.Progress, _ = parseProgress(body)
+	statusErr := h.status.FromStatus(resp.StatusCode, string(body), resp.Header.Get("Retry-After"), time.Now())
+	switch {
+	case statusErr != nil:
+		// The status decides even if the body was cut short or too long.
+		return res, statusErr
+	case readErr != nil:
+		return res, transportError(ctx, readErr)
+	case oversize:
+		return res, Terminal(fmt.Errorf("%w: over %d bytes", ErrResponseTooLarge, limit))
+	}
+	res.Output = outputOf(body)
+	return res, nil
+}
+
+// transportError classifies a failure to get an answer at all.
+func transportError(ctx context.Context, err error) error {
+	err = fmt.Errorf("persona endpoint: %w", err)
+	var nerr net.Error
+	var cert *tls.CertificateVerificationError
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(ctx, err)
+	case isNetwork(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// EOF: the endpoint hung up mid-exchange, which is no answer either.
+		return Network(err)
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return Timeout(err)
+	case errors.As(err, &cert):
+		return Terminal(err)
+	}
+	return err
+}
+
+// drainClose reads a little of what is left so the connection can be
+// reused, then closes the body.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	_ = body.Close()
+}
+
+// ---- The wire format, shared with CommandInvoker ----
+
+// ErrResponseTooLarge is a persona answer over its configured size limit.
+// It is terminal: the same request would produce the same answer.
+var ErrResponseTooLarge = errors.New("persona response too large")
+
+// ErrInvalidConfig is returned, wrapped and naming the field, by NewHTTP
+// and NewCommand.
+var ErrInvalidConfig = errors.New("invalid config")
+
+func configErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// Envelope is what the built-in invokers hand a persona: the HTTP request
+// body and the command's standard input.
+type Envelope struct {
+	Request *schemas.PersonaRequest `json:"request"`
+	Attempt int                     `json:"attempt"`
+	Role    retry.Role              `json:"role"`
+	Agent   string                  `json:"agent"`
+	// Feedback lists what earlier attempts should learn from, oldest first
+	// (seed 002); never null.
+	Feedback []string `json:"feedback"`
+	// PreviousErrors are the earlier failed attempts, oldest first; never
+	// null.
+	PreviousErrors []schemas.AttemptRecord `json:"previous_errors"`
+}
+
+// NewEnvelope builds the Envelope for one attempt.
+func NewEnvelope(req *Request) Envelope {
+	env := Envelope{
+		Request:        req.Message,
+		Attempt:        req.Attempt,
+		Role:           req.Role,
+		Agent:          req.Agent,
+		Feedback:       append([]string{}, req.Feedback...),
+		PreviousErrors: []schemas.AttemptRecord{},
+	}
+	for _, a := range req.Previous {
+		if a.Class.Failed() {
+			env.PreviousErrors = append(env.PreviousErrors, attemptRecord(a))
+		}
+	}
+	return env
+}
+
+func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
+	r := schemas.AttemptRecord{
+		Attempt: a.Number, Agent: a.Agent, Class: a.Class.String(), Error: a.Error,
+		DurationMs: a.Duration.Milliseconds(), At: a.At,
+	}
+	if len(a.ErrorTypes) > 0 {
+		r.ErrorType = a.ErrorTypes[0]
+	}
+	if a.Progress.Known() {
+		r.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
+	}
+	return r
+}
+
+// correlationID falls back to the request ID so every call can be traced.
+func correlationID(m *schemas.PersonaRequest) string {
+	if m.CorrelationID != "" {
+		return m.CorrelationID
+	}
+	return m.RequestID
+}
+
+// idempotencyKey is stable for one attempt: a resent call (a dead
+// keep-alive connection, a redelivery of the same attempt) reuses it.
+func idempotencyKey(req *Request) string {
+	return fmt.Sprintf("%s/%s/%d", req.Message.TaskID, req.Message.Step, req.Attempt)
+}
+
+// progressReport is the progress a persona may report in its answer.
+type progressReport struct {
+	Progress *schemas.Progress `json:"progress"`
+}
+
+// parseProgress reads {"progress":{"completed":N,"total":M}} from a JSON
+// document. Anything else, or an impossible count, reports nothing.
+func parseProgress(doc []byte) (retry.Progress, bool) {
+	var r progressReport
+	if json.Unmarshal(doc, &r) != nil || r.Progress == nil {
+		return retry.Progress{}, false
+	}
+	p := retry.Progress{Completed: r.Progress.Completed, Total: r.Progress.Total}
+	if p.Total <= 0 || p.Completed < 0 || p.Completed > p.Total {
+		return retry.Progress{}, false
+	}
+	return p, true
+}
+
+// outputOf keeps a JSON answer as it is and wraps anything else in a JSON
+// string, so Result.Output is always valid JSON (or empty).
+func outputOf(b []byte) json.RawMessage {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0:
+		return nil
+	case json.Valid(b):
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b)) // a string always encodes
+	return s
+}
+
+// interrupted classifies an attempt cut short by its context. A deadline
+// is a timeout; any other cancellation (shutdown) stays unclassified so the
+// runtime, which reads context.Cause, can release the message uncounted.
+func interrupted(ctx context.Context, err error) error {
+	for _, e := range []error{ctx.Err(), context.Cause(ctx)} {
+		if e != nil && !errors.Is(err, e) {
+			err = fmt.Errorf("%w: %w", err, e)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout(err)
+	}
+	return err
+}

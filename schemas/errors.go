@@ -1,0 +1,39 @@
+package schemas
+
+import "errors"
+
+// Sentinel errors. Match them with errors.Is; the text around them is for
+// people, not for code.
+var (
+	// ErrInvalid means the input is not JSON, not an object, breaks its
+	// schema or does not fit the Go type. Every *FieldError wraps it.
+	ErrInvalid = errors.New("invalid message")
+	// ErrUnknownVersion means schema_version is an integer other than
+	// Version. It is kept apart from ErrInvalid so a caller can tell a
+	// message from a newer producer from a broken one.
+	ErrUnknownVersion = errors.New("unknown schema version")
+	// ErrTooLarge means the input is longer than MaxPayloadBytes.
+	ErrTooLarge = errors.New("message too large")
+)
+
+// FieldError names the field that made a message invalid. It wraps
+// ErrInvalid, and is the only error type callers need to know: errors from
+// the JSON Schema library are translated into it at the package edge.
+type FieldError struct {
+	// Field is the dotted path of the offending value ("persona",
+	// "agents.primary", "errors.0.class"); empty for the message as a
+	// whole. Array elements are named by index where it is known.
+	Field string
+	// Problem says what is wrong, e.g. "is required".
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return ErrInvalid.Error() + ": " + e.Problem
+	}
+	return ErrInvalid.Error() + ": " + e.Field + ": " + e.Problem
+}
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
