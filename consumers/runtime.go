@@ -175,25 +175,37 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
-	router, err := r.router()
+	router, subs, err := r.router()
 	if err != nil {
 		return err
 	}
+	// The router stops reading when ctx ends but only closes subscribers it
+	// still watches; closing them here is what drains in-flight work.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		<-ctx.Done()
+		for _, s := range subs {
+			_ = s.Close()
+		}
+	}()
 	r.log.Info().Int("personas", len(r.personas)).Msg("personaq runtime started")
 	err = router.Run(ctx)
+	<-drained
 	r.log.Info().Msg("personaq runtime stopped")
 	return err
 }
 
-func (r *Runtime) router() (*message.Router, error) {
+func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 	drain := r.cfg.DrainTimeout
 	if drain == 0 {
 		drain = 30 * time.Second
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: drain + 10*time.Second}, watermill.NopLogger{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var subs []*Subscriber
 	router.AddMiddleware(r.settleMiddleware, r.decodeMiddleware, r.ledgerMiddleware, r.decideMiddleware)
 	for _, p := range r.personas {
 		sub, err := NewSubscriber(SubscriberConfig{
@@ -201,11 +213,12 @@ func (r *Runtime) router() (*message.Router, error) {
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		subs = append(subs, sub)
 		router.AddConsumerHandler("persona-"+p.name, p.name, sub, r.invoke)
 	}
-	return router, nil
+	return router, subs, nil
 }
 
 // Ready reports whether the replica can do work: the ledger (when used)

@@ -141,8 +141,8 @@ func validateRedisURL(raw string, probs *problems) {
 		return
 	}
 	if _, err := redis.ParseURL(raw); err != nil {
-		// go-redis's messages name the bad part, never the password, but
-		// keep to what follows its prefix to be sure.
+		// go-redis's messages name the bad part, not the password; should
+		// one ever quote the whole URL, it is shown redacted.
 		probs.add("redis.url", "%s", strings.ReplaceAll(err.Error(), raw, RedactURL(raw)))
 	}
 }
