@@ -1,0 +1,167 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/cmd/cli"
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/integration/testenv"
+	"github.com/personaq/personaq/schemas"
+)
+
+// run executes the CLI in process and returns exit code, stdout, stderr.
+func run(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Run(ctx, append([]string{"--log-format", "json"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPolicyExplainPinsSeedBudgets(t *testing.T) {
+	t.Parallel()
+	for persona, minutes := range map[string]float64{"context": 7.5, "planner": 5.5, "lead-engineer": 9.5} {
+		t.Run(persona, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, context.Background(), "policy", "explain", "--persona", persona, "-o", "json")
+			require.Equal(t, 0, code, errOut)
+			var got []struct {
+				StepDeadlineMinutes float64 `json:"stepDeadlineMinutes"`
+				TotalBackoffMs      int64   `json:"totalBackoffMs"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &got))
+			require.Len(t, got, 1)
+			require.InDelta(t, minutes, got[0].StepDeadlineMinutes, 1e-9)
+			require.EqualValues(t, 180000, got[0].TotalBackoffMs)
+		})
+	}
+}
+
+func TestBadFlagsFailFastNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"LogFormat":  {[]string{"--log-format", "xml", "policy", "explain"}, "--log-format"},
+		"LogLevel":   {[]string{"--log-level", "loud", "policy", "explain"}, "--log-level"},
+		"Preset":     {[]string{"policy", "explain", "--preset", "nope"}, "--preset"},
+		"Input":      {[]string{"publish", "--persona", "echo", "--task", "t", "--input", "{not json"}, "--input"},
+		"Persona":    {[]string{"publish", "--persona", "bad.persona", "--task", "t"}, "persona"},
+		"TimeScale":  {[]string{"dev", "--time-scale", "0"}, "--time-scale"},
+		"ConfigFile": {[]string{"config", "check", "/nonexistent/personaq.yaml"}, "personaq.yaml"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out, errb bytes.Buffer
+			code := cli.Run(context.Background(), tc.args, &out, &errb)
+			require.NotEqual(t, 0, code)
+			require.Contains(t, errb.String(), tc.want)
+		})
+	}
+}
+
+func TestPublishNamesTheUnreachableURL(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := run(t, context.Background(), "--nats-url", "nats://127.0.0.1:1", "publish", "--persona", "echo", "--task", "t1")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "nats://127.0.0.1:1")
+}
+
+func TestDevOnceSettlesTheDemoWorkload(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, out, errOut := run(t, ctx, "dev", "--once", "--per-persona", "1", "--data-dir", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{
+		"echo       succeeded", "flaky      succeeded", "validator  succeeded",
+		"terminal   quarantined  terminal", "slowpoke   quarantined  exhausted", "plateau    deferred",
+	} {
+		require.Contains(t, collapse(out), collapse(want))
+	}
+}
+
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func TestServeRunsConfiguredPersonasAndPublishReachesThem(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	r := testenv.StartRedis(t)
+	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`
+personas:
+  flaky:
+    invoker: {type: demo, demo: flaky}
+    timeout: 5s
+    policy:
+      preset: persona
+      schedule: {type: fixed, every: 100ms}
+`), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	go func() {
+		code, _, _ := run(t, ctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "serve", "--config", cfgPath)
+		served <- code
+	}()
+	js := n.JetStream(t)
+	require.Eventually(t, func() bool {
+		_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("flaky"))
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "serve provisions the persona's consumer")
+
+	code, out, errOut := run(t, context.Background(), "--nats-url", n.URL(), "publish", "--persona", "flaky", "--task", "t-serve", "--id", "req-1", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"duplicate":false`)
+	code, out, _ = run(t, context.Background(), "--nats-url", n.URL(), "publish", "--persona", "flaky", "--task", "t-serve", "--id", "req-1", "-o", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"duplicate":true`, "same id is deduplicated")
+
+	ev := waitOutcome(t, js, "req-1")
+	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
+	require.Equal(t, 3, ev.Attempts, "the demo flaky persona succeeds on attempt 3")
+	cancel()
+	require.Equal(t, 0, <-served, "SIGTERM-style cancel drains and exits 0")
+}
+
+func TestServeWithoutRedisSaysSo(t *testing.T) {
+	t.Parallel()
+	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte("personas:\n  echo:\n    invoker: {type: demo, demo: echo}\n"), 0o600))
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"serve", "--config", cfgPath}, &out, &errb)
+	require.Equal(t, 1, code)
+	require.Contains(t, errb.String(), "needs a real Redis")
+}
+
+func waitOutcome(t *testing.T, js jetstream.JetStream, requestID string) *schemas.OutcomeEvent {
+	t.Helper()
+	var found *schemas.OutcomeEvent
+	require.Eventually(t, func() bool {
+		cons, err := js.OrderedConsumer(context.Background(), "PERSONAQ_OUTCOMES", jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return false
+		}
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			return false
+		}
+		for m := range batch.Messages() {
+			if ev, err := schemas.DecodeOutcome(m.Data()); err == nil && ev.RequestID == requestID {
+				found = ev
+			}
+		}
+		return found != nil
+	}, 30*time.Second, 100*time.Millisecond)
+	return found
+}

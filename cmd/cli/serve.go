@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/consumers/ledger"
+)
+
+func init() { register(newServeCmd) }
+
+func newServeCmd(g *globals) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE",
+		Short: "Run one consumer replica (run several to scale; they share the work)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			return runServe(cmd, g, cfg)
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "personaq.yaml", "configuration file (see deployments/personaq.yaml)")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, g *globals, cfg *config.File) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	led, closeLedger, err := serveLedger(ctx, cmd, g, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeLedger()
+	personas, err := cfg.Personas(&log)
+	if err != nil {
+		return err
+	}
+	nc, js, err := serveConnect(ctx, cmd, g, cfg)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rt, err := consumers.New(consumers.Config{
+		JetStream: js, Topology: cfg.Topology(), Personas: personas, Ledger: led, Logger: &log,
+		DrainTimeout: cfg.Runtime.DrainTimeout.Std(), FetchMaxWait: cfg.Runtime.FetchMaxWait.Std(),
+	})
+	if err != nil {
+		return err
+	}
+	logStart(log, cfg, len(personas))
+	if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func logStart(log zerolog.Logger, cfg *config.File, n int) {
+	log.Info().Strs("nats", redactAll(cfg.NATS.URLs)).Int("personas", n).
+		Dur("drain_timeout", cfg.Runtime.DrainTimeout.Std()).Msg("personaq serve starting")
+}
+
+func redactAll(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = config.RedactURL(u)
+	}
+	return out
+}
+
+// serveConnect dials NATS with the config's options; --nats-url / NATS_URL
+// given explicitly wins over the file.
+func serveConnect(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File) (*nats.Conn, jetstream.JetStream, error) {
+	opts, err := cfg.NATSOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cmd.Flags().Changed("nats-url") && os.Getenv("NATS_URL") == "" {
+		g.natsURL = cfg.NATS.URL()
+	}
+	return g.connect(ctx, opts...)
+}
+
+// serveLedger requires a real Redis: serve without one would count attempts
+// by deliveries and lose plateau detection silently.
+func serveLedger(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File) (consumers.Ledger, func(), error) {
+	opts, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	if cmd.Flags().Changed("redis-url") || os.Getenv("REDIS_URL") != "" {
+		one, err := redis.ParseURL(g.redisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid flag --redis-url: %w", err)
+		}
+		opts = &redis.UniversalOptions{Addrs: []string{one.Addr}, Username: one.Username, Password: one.Password, DB: one.DB, TLSConfig: one.TLSConfig}
+	}
+	if opts == nil {
+		return nil, nil, errors.New("serve needs a real Redis for the attempt ledger: set redis.url in the config, PERSONAQ_REDIS_URL, or --redis-url (personaq dev runs without one)")
+	}
+	client := redis.NewUniversalClient(opts)
+	led, err := ledger.New(ledger.Config{Client: client, TTL: cfg.Redis.TTL.Std(), Prefix: cfg.Redis.Prefix})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	if err := led.Ping(ctx); err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("cannot reach Redis at %v: %w", opts.Addrs, err)
+	}
+	return led, func() { client.Close() }, nil
+}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/config"
+)
+
+func init() { register(newStreamsCmd) }
+
+func newStreamsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "streams", Short: "Manage personaq's JetStream streams and consumers"}
+	var path string
+	initCmd := &cobra.Command{
+		Use:   "init [--config FILE]",
+		Short: "Create or update the streams and every configured persona's durable consumer (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			log, _ := g.logger()
+			personas, err := cfg.Personas(&log)
+			if err != nil {
+				return err
+			}
+			nc, js, err := serveConnect(cmd.Context(), cmd, g, cfg)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			rt, err := consumers.New(consumers.Config{JetStream: js, Topology: cfg.Topology(), Personas: personas})
+			if err != nil {
+				return err
+			}
+			if err := rt.Provision(cmd.Context()); err != nil {
+				return err
+			}
+			t := cfg.Topology().WithDefaults()
+			fmt.Fprintf(g.stdout, "streams ready: %s, %s, %s (replicas %d); consumers:", t.RequestsStream, t.QuarantineStream, t.OutcomesStream, t.Replicas)
+			for _, p := range personas {
+				fmt.Fprintf(g.stdout, " %s", consumers.Durable(p.Name))
+			}
+			fmt.Fprintln(g.stdout)
+			return nil
+		},
+	}
+	initCmd.Flags().StringVarP(&path, "config", "c", "personaq.yaml", "configuration file")
+	cmd.AddCommand(initCmd)
+	return cmd
+}
