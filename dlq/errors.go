@@ -8,6 +8,17 @@ var (
 	ErrWrite = errors.New("quarantine write failed")
 	// ErrNotFound is returned for an unknown record sequence.
 	ErrNotFound = errors.New("quarantine record not found")
-	// ErrStreamMissing is returned when the quarantine stream does not exist.
+	// ErrStreamMissing is returned when the quarantine stream (or another
+	// stream an operation needs) does not exist.
 	ErrStreamMissing = errors.New("quarantine stream missing")
+	// ErrInvalidConfig wraps every configuration error, naming the field.
+	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidFilter is returned for a Filter that names an unknown
+	// reason or a persona that is not a subject token.
+	ErrInvalidFilter = errors.New("invalid quarantine filter")
+	// ErrSagaNotFound is returned for an unknown saga id.
+	ErrSagaNotFound = errors.New("saga not found")
+	// ErrNoHandler is the error of a saga whose compensation kind has no
+	// registered handler; the saga is quarantined, never left running.
+	ErrNoHandler = errors.New("no compensation handler registered")
 )
