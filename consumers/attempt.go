@@ -34,7 +34,9 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 
 // begin claims the attempt number; false means the verdict is already set.
 func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
+	t0 := time.Now()
 	begun, err := r.ledger.Begin(ctx, stepKey(st.req), st.req.RequestID)
+	r.obs.LedgerCall("begin", time.Since(t0), err)
 	r.health.ledgerResult(err)
 	switch {
 	case err != nil:
@@ -47,6 +49,9 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		return false
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
+	if late, ok := lateness(st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
+		r.obs.RedeliveryLateness(st.persona.name, late)
+	}
 	if begun.Attempt > st.policy.MaxAttempts {
 		r.spent(st)
 		return false
@@ -66,7 +71,10 @@ func (r *Runtime) spent(st *attemptState) {
 
 func (r *Runtime) finish(st *attemptState) {
 	opts := finishOptions(st)
-	if err := r.ledger.Finish(context.Background(), stepKey(st.req), st.attempt, opts); err != nil {
+	t0 := time.Now()
+	err := r.ledger.Finish(context.Background(), stepKey(st.req), st.attempt, opts)
+	r.obs.LedgerCall("finish", time.Since(t0), err)
+	if err != nil {
 		r.health.ledgerResult(err)
 		st.log.Warn().Err(err).Int("attempt", st.attempt.Number).Msg("ledger did not record the attempt; next delivery will count it as lost")
 	}
@@ -105,6 +113,7 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 			return nil, nil
 		}
 		r.classify(st, ctx)
+		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
 		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history, Current: st.attempt})
 		r.toVerdict(st)
 		return nil, nil
@@ -152,6 +161,8 @@ func (r *Runtime) invoke(msg *message.Message) error {
 		Message: st.req, Attempt: st.attempt.Number, Role: st.attempt.Role, Agent: st.attempt.Agent,
 		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
 	}
+	r.obs.InFlight(st.persona.name, 1)
+	defer r.obs.InFlight(st.persona.name, -1)
 	st.result, st.err = st.persona.handler.Handle(st.ctx, req)
 	return nil
 }

@@ -60,6 +60,8 @@ type benchEnv struct {
 	js    jetstream.JetStream // admin and publishing connection
 	redis *testenv.Redis
 	runs  atomic.Int64
+	// storage of every stream the runs create. Default: file.
+	storage jetstream.StorageType
 }
 
 func newBenchEnv(b *testing.B, withRedis bool) *benchEnv {
@@ -84,6 +86,7 @@ func (e *benchEnv) benchTopology(b *testing.B) consumers.Topology {
 		QuarantinePrefix: fmt.Sprintf("bench%d.quarantine", k),
 		OutcomesStream:   fmt.Sprintf("BENCH%d_OUTCOMES", k),
 		OutcomesPrefix:   fmt.Sprintf("bench%d.outcomes", k),
+		Storage:          e.storage,
 	}.WithDefaults()
 	b.Cleanup(func() {
 		for _, s := range []string{t.RequestsStream, t.QuarantineStream, t.OutcomesStream} {

@@ -12,6 +12,10 @@ var (
 	// ErrUnknownPersona is returned when a message names a persona with no
 	// registered handler.
 	ErrUnknownPersona = errors.New("unknown persona")
+	// ErrNotRunning: the runtime's consumers are not bound (starting or stopped).
+	ErrNotRunning = errors.New("consumers not bound")
+	// ErrLedgerUnavailable: the attempt ledger (Redis) does not answer.
+	ErrLedgerUnavailable = errors.New("ledger unavailable")
 	// ErrClosed is returned by Subscribe after Close.
 	ErrClosed = errors.New("subscriber closed")
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
@@ -34,9 +35,27 @@ func ledgerOptions(counted, succeeded bool, requestID string) ledger.FinishOptio
 	return ledger.FinishOptions{Counted: counted, Succeeded: succeeded, RequestID: requestID}
 }
 
+// watchLedger pings the ledger so readiness recovers (and degrades) even
+// when no message arrives to notice.
+func (r *Runtime) watchLedger(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, every)
+			r.health.ledgerResult(r.ledger.Ping(pctx))
+			cancel()
+		}
+	}
+}
+
 // health tracks what readiness depends on.
 type health struct {
 	ledgerDown atomic.Bool
+	bound      atomic.Bool
 }
 
 func (h *health) ledgerResult(err error) {

@@ -68,6 +68,7 @@ func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
 // publishOutcome emits the terminal outcome event. It is asynchronous: the
 // durable facts are the ack and the quarantine record; the event informs.
 func (r *Runtime) publishOutcome(st *attemptState, outcome schemas.Outcome, qseq uint64) {
+	r.obs.Outcome(st.persona.name, outcome, schemas.Reason(st.decision.Reason))
 	ev := &schemas.OutcomeEvent{
 		SchemaVersion: schemas.Version, Outcome: outcome, Persona: st.persona.name,
 		Reason: schemas.Reason(st.decision.Reason), Attempts: st.attempt.Number,

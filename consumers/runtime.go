@@ -58,6 +58,8 @@ type Config struct {
 	Presets func(name string) (retry.Policy, error)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Observer receives measurements (Prometheus metrics). Default: none.
+	Observer Observer
 }
 
 // Runtime runs persona requests from JetStream through the retry pipeline.
@@ -72,7 +74,7 @@ type Runtime struct {
 	presets  func(string) (retry.Policy, error)
 	now      func() time.Time
 	health   health
-	sub      *Subscriber
+	obs      Observer
 }
 
 type personaRuntime struct {
@@ -101,6 +103,10 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	r.obs = cfg.Observer
+	if r.obs == nil {
+		r.obs = nopObserver{}
 	}
 	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject)
 	for _, p := range cfg.Personas {
@@ -189,6 +195,17 @@ func (r *Runtime) Run(ctx context.Context) error {
 			_ = s.Close()
 		}
 	}()
+	if r.ledger != nil {
+		go r.watchLedger(ctx, 2*time.Second)
+	}
+	go func() {
+		select {
+		case <-router.Running():
+			r.health.bound.Store(true)
+		case <-ctx.Done():
+		}
+	}()
+	defer r.health.bound.Store(false)
 	r.log.Info().Int("personas", len(r.personas)).Msg("personaq runtime started")
 	err = router.Run(ctx)
 	<-drained
@@ -221,11 +238,15 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 	return router, subs, nil
 }
 
-// Ready reports whether the replica can do work: the ledger (when used)
-// answers. NATS connectivity is checked by the caller's connection.
+// Ready reports whether the replica can do work: its consumers are bound
+// and the ledger (when used) answers. NATS connectivity is the caller's
+// connection to check.
 func (r *Runtime) Ready() error {
+	if !r.health.bound.Load() {
+		return ErrNotRunning
+	}
 	if r.health.ledgerDown.Load() {
-		return errors.New("ledger unavailable")
+		return ErrLedgerUnavailable
 	}
 	return nil
 }

@@ -165,3 +165,47 @@ func waitOutcome(t *testing.T, js jetstream.JetStream, requestID string) *schema
 	}, 30*time.Second, 100*time.Millisecond)
 	return found
 }
+
+func TestTaskShowPrintsTheAttemptTimeline(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, out, errOut := run(t, ctx, "--redis-url", r.URL(), "dev", "--once", "--per-persona", "1", "--data-dir", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	task := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "demo-plateau-") {
+			task = f
+		}
+	}
+	require.NotEmpty(t, task)
+
+	code, out, errOut = run(t, ctx, "--redis-url", r.URL(), "task", "show", task, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var got struct {
+		Steps []struct {
+			Step     string `json:"step"`
+			State    string `json:"state"`
+			Attempts []struct {
+				Agent    string `json:"agent"`
+				Class    string `json:"class"`
+				Progress string `json:"progress"`
+			} `json:"attempts"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Len(t, got.Steps, 1)
+	require.Equal(t, "main", got.Steps[0].Step)
+	require.GreaterOrEqual(t, len(got.Steps[0].Attempts), 3)
+	require.Equal(t, "agent-a", got.Steps[0].Attempts[0].Agent)
+	require.Equal(t, "agent-b", got.Steps[0].Attempts[1].Agent)
+	require.Equal(t, "5/9", got.Steps[0].Attempts[0].Progress)
+
+	code, out, _ = run(t, ctx, "--redis-url", r.URL(), "task", "show", task)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "NEXT IN")
+	code, _, errOut = run(t, ctx, "--redis-url", r.URL(), "task", "show", "no-such-task")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no ledger entries")
+}

@@ -14,11 +14,13 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	if err != nil || g.logLevel == "" {
 		return zerolog.Nop(), fmt.Errorf("invalid flag --log-level: %q (want trace|debug|info|warn|error)", g.logLevel)
 	}
+	// Handlers log from many goroutines; SyncWriter keeps lines whole on any writer.
+	out := zerolog.SyncWriter(g.stderr)
 	switch g.logFormat {
 	case "json":
-		return zerolog.New(g.stderr).Level(level).With().Timestamp().Logger(), nil
+		return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
 	case "console":
-		w := zerolog.ConsoleWriter{Out: g.stderr, TimeFormat: time.TimeOnly}
+		w := zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}
 		return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 	}
 	return zerolog.Nop(), fmt.Errorf("invalid flag --log-format: %q (want json|console)", g.logFormat)
