@@ -25,6 +25,7 @@ type devFlags struct {
 	timeScale  float64
 	perPersona int
 	timeout    time.Duration
+	metrics    string
 }
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -43,8 +44,8 @@ prints each outcome as it happens. Delays are scaled by --time-scale.`,
 			if f.timeScale <= 0 || f.timeScale > 1 {
 				return fmt.Errorf("invalid flag --time-scale: %g (want 0 < scale ≤ 1)", f.timeScale)
 			}
-			if f.perPersona < 1 {
-				return fmt.Errorf("invalid flag --per-persona: %d (want ≥ 1)", f.perPersona)
+			if f.perPersona < 0 {
+				return fmt.Errorf("invalid flag --per-persona: %d (want ≥ 0)", f.perPersona)
 			}
 			return runDev(cmd.Context(), g, f)
 		},
@@ -54,8 +55,9 @@ prints each outcome as it happens. Delays are scaled by --time-scale.`,
 	fl.StringVar(&f.listen, "listen", "", "host:port for the embedded NATS server (default: a free loopback port)")
 	fl.BoolVar(&f.once, "once", false, "exit when the sample workload has settled, printing a final table")
 	fl.Float64Var(&f.timeScale, "time-scale", 0.01, "scale for demo timeouts and backoffs (1 = real seed-001 timings)")
-	fl.IntVar(&f.perPersona, "per-persona", 2, "sample requests published per demo persona")
+	fl.IntVar(&f.perPersona, "per-persona", 2, "sample requests published per demo persona (0: just serve)")
 	fl.DurationVar(&f.timeout, "settle-timeout", 2*time.Minute, "with --once: fail if the workload has not settled by then")
+	metricsFlag(fl, &f.metrics)
 	return cmd
 }
 
@@ -83,13 +85,19 @@ func runDev(ctx context.Context, g *globals, f devFlags) error {
 		return err
 	}
 	defer closeLedger()
+	mx := newMetricsEndpoint(f.metrics)
 	rt, err := consumers.New(consumers.Config{
 		JetStream: js, Personas: demoPersonas(f.timeScale), Ledger: led, Logger: &log,
-		DrainTimeout: 5 * time.Second, FetchMaxWait: 250 * time.Millisecond,
+		DrainTimeout: 5 * time.Second, FetchMaxWait: 250 * time.Millisecond, Observer: mx.observer(),
 	})
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := mx.start(ctx, nc, rt, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	return devSession(ctx, g, f, ns, js, rt, log)
 }
 
