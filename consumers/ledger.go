@@ -17,6 +17,7 @@ import (
 type Ledger interface {
 	Begin(ctx context.Context, key ledger.StepKey, requestID string) (ledger.Begun, error)
 	Finish(ctx context.Context, key ledger.StepKey, a retry.Attempt, opts ledger.FinishOptions) error
+	History(ctx context.Context, key ledger.StepKey) ([]retry.Attempt, ledger.State, error)
 	Ping(ctx context.Context) error
 }
 

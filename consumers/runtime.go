@@ -14,6 +14,7 @@ import (
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Persona is one persona this replica serves.
@@ -60,6 +61,9 @@ type Config struct {
 	Now func() time.Time
 	// Observer receives measurements (Prometheus metrics). Default: none.
 	Observer Observer
+	// Compensations run saga compensation requests by kind (seed 003); with
+	// none, this replica runs no sweeper (`personaq compensate sweep` can).
+	Compensations map[schemas.CompensationKind]dlq.CompensationFunc
 }
 
 // Runtime runs persona requests from JetStream through the retry pipeline.
@@ -108,7 +112,9 @@ func New(cfg Config) (*Runtime, error) {
 	if r.obs == nil {
 		r.obs = nopObserver{}
 	}
-	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject)
+	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject,
+		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
+		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log))
 	for _, p := range cfg.Personas {
 		r.personas[p.Name] = newPersonaRuntime(p)
 	}
@@ -185,6 +191,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stopBackground, err := r.background(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopBackground()
 	// The router stops reading when ctx ends but only closes subscribers it
 	// still watches; closing them here is what drains in-flight work.
 	drained := make(chan struct{})

@@ -1,6 +1,33 @@
 // Package dlq is personaq's quarantine: the stream where work that must stop
-// waits for a person. Records keep the original subject, headers and payload
-// untouched with the reason, attempts and error history. Writes are
-// idempotent (JetStream dedup on a deterministic record id), so N replicas
-// quarantining the same failure store one record.
+// waits for a person (DESIGN.md invariants 1, 4 and 5; seed 003).
+//
+// Records (schemas.QuarantineRecord) keep the original subject, headers and
+// payload untouched with the reason, attempts, error history, provenance and
+// replay lineage, on <prefix>.<reason>.<persona> so consumers filter by
+// subject.
+//
+//   - Writer stores records idempotently: JetStream dedup on the record id
+//     (Nats-Msg-Id) within the stream's duplicate window, and behind it a KV
+//     index (bucket personaq_quarantine_index) for retries that come later —
+//     a replica that stored a record and died before acking.
+//   - AdvisoryListener moves crash-looping messages (delivered MaxDeliver
+//     times, never acked) from the work-queue stream to the quarantine with
+//     reason max_deliveries. The MAX_DELIVERIES advisories are captured in a
+//     stream (PERSONAQ_ADVISORIES) and read by a durable consumer every
+//     replica shares, so an advisory raised while no listener runs is not
+//     lost; Sweep finds what was given up on before that stream existed.
+//   - Inspector lists (newest first, filtered by reason, persona, task and
+//     time), counts, shows, replays (fresh request id "<id>-r<N>", lineage
+//     headers, idempotent, rate-limited) and purges records.
+//   - Sweeper runs saga compensations (DELETE_BRANCH, REMOVE_WORKTREE, …)
+//     under their own retry policy, with saga state in a KV bucket
+//     (personaq_sagas): COMPENSATED only when the handler returned nil,
+//     QUARANTINED with an operator-readable reason and a compensation_failed
+//     record otherwise (unknown kinds included), never left RUNNING; a
+//     second sweep leaves terminal sagas alone.
+//
+// Errors are the sentinels of errors.go (ErrNotFound, ErrStreamMissing, …),
+// wrapped with the stream or sequence they concern. AdvisoryListener and
+// Sweeper have the Start(ctx)/Stop() lifecycle of personaq's background
+// loops.
 package dlq

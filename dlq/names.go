@@ -40,6 +40,10 @@ const (
 	HeaderOriginalRequestID = "Personaq-Original-Request-Id"
 	// HeaderSaga carries the saga id on compensation requests and records.
 	HeaderSaga = "Personaq-Saga"
+	// HeaderCorrelationID is consumers.HeaderCorrelationID (the runtime
+	// reads it when a request has no correlation_id); replays set it so the
+	// correlation survives the new request id.
+	HeaderCorrelationID = "Correlation-Id"
 )
 
 // MaxDeliveriesSubject is the subject of the MAX_DELIVERIES advisories of

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/schemas"
 )
@@ -19,18 +21,94 @@ const (
 	HeaderTask    = "Personaq-Task"
 )
 
+// DefaultDuplicateWindow is JetStream's default Nats-Msg-Id window; set
+// WithDuplicateWindow when the quarantine stream uses another.
+const DefaultDuplicateWindow = 2 * time.Minute
+
 // SubjectFunc maps a record's reason and persona to its subject.
 type SubjectFunc func(reason, persona string) string
 
-// Writer stores quarantine records.
+// Writer stores quarantine records, idempotently: a record id is stored
+// once, whether N replicas write it at the same moment (JetStream drops
+// the duplicates by Nats-Msg-Id) or a retry comes long after the stream's
+// duplicate window (the KV index remembers the id; see WithIndexBucket).
+// A Writer is safe for concurrent use.
 type Writer struct {
-	js      jetstream.JetStream
-	subject SubjectFunc
+	js        jetstream.JetStream
+	subject   SubjectFunc
+	idx       *index
+	dupWindow time.Duration
+	log       zerolog.Logger
+	now       func() time.Time
+}
+
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// WithIndexBucket names the KV bucket of the second dedup layer. Default:
+// DefaultIndexBucket, created on first use.
+func WithIndexBucket(bucket string) WriterOption {
+	return func(w *Writer) {
+		if w.idx != nil {
+			w.idx.bucket = bucket
+		}
+	}
+}
+
+// WithIndexTTL sets how long the index remembers a record id. Default:
+// DefaultIndexTTL (7 days). Past it a retry can store a second record; it
+// never loses one.
+func WithIndexTTL(ttl time.Duration) WriterOption {
+	return func(w *Writer) {
+		if w.idx != nil && ttl > 0 {
+			w.idx.ttl = ttl
+		}
+	}
+}
+
+// WithIndexReplicas sets the replicas and storage of the index bucket.
+// Default: 1, file.
+func WithIndexReplicas(replicas int, storage jetstream.StorageType) WriterOption {
+	return func(w *Writer) {
+		if w.idx != nil {
+			w.idx.replicas, w.idx.storage = replicas, storage
+		}
+	}
+}
+
+// WithoutIndex turns the second dedup layer off: only the stream's
+// Nats-Msg-Id window deduplicates.
+func WithoutIndex() WriterOption { return func(w *Writer) { w.idx = nil } }
+
+// WithDuplicateWindow tells the writer the quarantine stream's duplicate
+// window. Default: DefaultDuplicateWindow.
+func WithDuplicateWindow(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d > 0 {
+			w.dupWindow = d
+		}
+	}
+}
+
+// WithWriterLogger logs duplicates skipped and index trouble. Default: none.
+func WithWriterLogger(l *zerolog.Logger) WriterOption {
+	return func(w *Writer) {
+		if l != nil {
+			w.log = *l
+		}
+	}
 }
 
 // NewWriter returns a Writer publishing records on subject(reason, persona).
-func NewWriter(js jetstream.JetStream, subject SubjectFunc) *Writer {
-	return &Writer{js: js, subject: subject}
+func NewWriter(js jetstream.JetStream, subject SubjectFunc, opts ...WriterOption) *Writer {
+	w := &Writer{
+		js: js, subject: subject, dupWindow: DefaultDuplicateWindow, log: zerolog.Nop(), now: time.Now,
+		idx: &index{js: js, bucket: DefaultIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // RecordID is the deterministic id of the record for the message at seq of
@@ -41,25 +119,118 @@ func RecordID(stream string, seq uint64) string {
 }
 
 // Put stores rec and waits for the server's acknowledgement. It returns the
-// record's sequence on the quarantine stream and whether the server had it
-// already (a duplicate).
+// record's sequence on the quarantine stream and whether it was stored
+// already (a duplicate). A record whose Lineage is unset gets it from the
+// replay headers its message carries.
+//
+// The index (second dedup layer) never makes Put fail: when it cannot be
+// read or written, Put falls back to the Nats-Msg-Id window alone and logs.
 func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64, bool, error) {
+	fillLineage(rec)
 	data, err := schemas.Encode(rec)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: encode record %s: %w", ErrWrite, rec.ID, err)
 	}
-	msg := &nats.Msg{
-		Subject: w.subject(string(rec.Reason), rec.Persona),
-		Data:    data,
-		Header:  nats.Header{},
+	subject := w.subject(string(rec.Reason), rec.Persona)
+	fp := fingerprint(rec.OriginalSubject, rec.Payload)
+	seq, ok, msgID := w.seen(ctx, rec.ID, fp, subject)
+	if ok {
+		w.log.Info().Str("record_id", rec.ID).Uint64("quarantine_seq", seq).Msg("quarantine record already stored (index); duplicate skipped")
+		return seq, true, nil
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, rec.ID)
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
 	msg.Header.Set(HeaderReason, string(rec.Reason))
 	msg.Header.Set(HeaderPersona, rec.Persona)
 	msg.Header.Set(HeaderTask, rec.TaskID)
+	if rec.SagaID != "" {
+		msg.Header.Set(HeaderSaga, rec.SagaID)
+	}
 	ack, err := w.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
+	w.remember(ctx, rec.ID, indexEntry{Seq: ack.Sequence, FP: fp, At: w.now().UTC()})
 	return ack.Sequence, ack.Duplicate, nil
+}
+
+// seen consults the index: a stored entry for the same message is a
+// duplicate. A reservation older than the duplicate window means a writer
+// may have published and died before recording it: the quarantine subject
+// is searched for the id from the reservation time on. Otherwise a fresh
+// reservation is left for the next writer to find. It returns the
+// Nats-Msg-Id to publish with: the record id, or — when the id was used
+// for another message before (a requests stream recreated, its sequences
+// starting over) — the id suffixed with the fingerprint, so JetStream does
+// not take the new record for the old one.
+func (w *Writer) seen(ctx context.Context, id, fp, subject string) (uint64, bool, string) {
+	if w.idx == nil {
+		return 0, false, id
+	}
+	e, err := w.idx.get(ctx, id)
+	if err != nil {
+		w.log.Warn().Err(err).Str("record_id", id).Msg("quarantine index unavailable; relying on the stream's duplicate window")
+		return 0, false, id
+	}
+	msgID := id
+	switch {
+	case e != nil && e.FP == fp && e.Seq > 0:
+		return e.Seq, true, id
+	case e != nil && e.FP == fp && w.now().Sub(e.At) > w.dupWindow:
+		if seq, ok := w.find(ctx, id, subject, e.At); ok {
+			w.remember(ctx, id, indexEntry{Seq: seq, FP: fp, At: w.now().UTC()})
+			return seq, true, id
+		}
+	case e != nil && e.FP != fp:
+		w.log.Warn().Str("record_id", id).Msg("record id used before for a different message (stream recreated?); storing a new record")
+		msgID = id + "." + fp
+	}
+	w.remember(ctx, id, indexEntry{FP: fp, At: w.now().UTC()})
+	return 0, false, msgID
+}
+
+// find looks for the record published with Nats-Msg-Id id on subject since
+// (about) at, reading headers only.
+func (w *Writer) find(ctx context.Context, id, subject string, at time.Time) (uint64, bool) {
+	stream, err := w.js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return 0, false
+	}
+	var found uint64
+	err = scan(ctx, w.js, scanOpts{stream: stream, subjects: []string{subject}, since: at.Add(-time.Second), headersOnly: true},
+		func(m jetstream.Msg) (bool, error) {
+			if m.Headers().Get(jetstream.MsgIDHeader) == id {
+				found, _ = msgSeq(m)
+				return false, nil
+			}
+			return true, nil
+		})
+	if err != nil {
+		w.log.Warn().Err(err).Str("record_id", id).Msg("quarantine index: search for an unconfirmed record failed")
+	}
+	return found, found > 0
+}
+
+func (w *Writer) remember(ctx context.Context, id string, e indexEntry) {
+	if w.idx == nil {
+		return
+	}
+	if err := w.idx.put(ctx, id, e); err != nil {
+		w.log.Warn().Err(err).Str("record_id", id).Msg("quarantine index not updated; relying on the stream's duplicate window")
+	}
+}
+
+// fillLineage derives a record's lineage from the replay headers of the
+// message it keeps, when the caller did not set it.
+func fillLineage(rec *schemas.QuarantineRecord) {
+	if rec.Lineage != nil {
+		return
+	}
+	h := nats.Header(rec.Headers)
+	of := h.Get(HeaderReplayOf)
+	if of == "" {
+		return
+	}
+	n, _ := strconv.Atoi(h.Get(HeaderReplayCount))
+	rec.Lineage = &schemas.Lineage{ReplayOf: of, ReplayCount: max(n, 0), OriginalRequestID: h.Get(HeaderOriginalRequestID)}
 }

@@ -1,0 +1,341 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/personaq/personaq/schemas"
+)
+
+// AdvisoryConfig configures an AdvisoryListener.
+type AdvisoryConfig struct {
+	// JetStream client. Required.
+	JetStream jetstream.JetStream
+	// Writer stores the records. Required.
+	Writer *Writer
+	// RequestsStream is the work-queue stream whose crash-looping messages
+	// are captured. Default: DefaultRequestsStream.
+	RequestsStream string
+	// AdvisoryStream captures the stream's MAX_DELIVERIES advisories
+	// (work-queue retention), so an advisory raised while no listener runs
+	// waits for one instead of being lost. Default: DefaultAdvisoryStream.
+	AdvisoryStream string
+	// Durable is the consumer every listener shares: each advisory is
+	// handled by one replica, and redelivered to another if it dies.
+	// Default: DefaultAdvisoryDurable.
+	Durable string
+	// AckWait for the advisory consumer. Default: 30s.
+	AckWait time.Duration
+	// Replicas and Storage of the advisory stream. Default: 1, file.
+	Replicas int
+	Storage  jetstream.StorageType
+	// SweepInterval is how often Start's loop runs Sweep (it always runs
+	// one at start). Default: 5m; negative: only the one at start.
+	SweepInterval time.Duration
+	// SweepGrace is how long Sweep waits before capturing what it found, so
+	// a message acked a moment ago is gone by then. Default: 2s.
+	SweepGrace time.Duration
+	// Annotate, when set, completes a record before it is written (e.g.
+	// attempts and error history from the attempt ledger).
+	Annotate func(ctx context.Context, rec *schemas.QuarantineRecord)
+	// Logger for decisions. Default: none.
+	Logger *zerolog.Logger
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+func (c AdvisoryConfig) withDefaults() AdvisoryConfig {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.RequestsStream, DefaultRequestsStream)
+	def(&c.AdvisoryStream, DefaultAdvisoryStream)
+	def(&c.Durable, DefaultAdvisoryDurable)
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 5 * time.Minute
+	}
+	if c.SweepGrace == 0 {
+		c.SweepGrace = 2 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c AdvisoryConfig) validate() error {
+	switch {
+	case c.JetStream == nil:
+		return fmt.Errorf("%w: jetstream: required", ErrInvalidConfig)
+	case c.Writer == nil:
+		return fmt.Errorf("%w: writer: required", ErrInvalidConfig)
+	case c.AckWait < 0 || c.SweepGrace < 0:
+		return fmt.Errorf("%w: ack_wait and sweep_grace must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Advisory is a consumer's MAX_DELIVERIES advisory: the message at
+// StreamSeq was delivered Deliveries times and never acknowledged.
+type Advisory struct {
+	Stream     string    `json:"stream"`
+	Consumer   string    `json:"consumer"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Deliveries uint64    `json:"deliveries"`
+	Time       time.Time `json:"timestamp"`
+}
+
+// Captured is what Capture did with one crash-looping message.
+type Captured struct {
+	Stream string
+	Seq    uint64
+	// QuarantineSeq is the record's sequence (0 when Gone).
+	QuarantineSeq uint64
+	// Duplicate: the record had been stored before (another replica, or an
+	// earlier try that stopped before removing the message).
+	Duplicate bool
+	// Gone: the message was no longer in the stream (already captured and
+	// removed, or acked): nothing to do.
+	Gone bool
+}
+
+// AdvisoryListener moves crash-looping messages — delivered MaxDeliver
+// times without ever being acked, because their worker died, was killed or
+// hung — from the work-queue stream to the quarantine, payload intact,
+// with reason max_deliveries. Run one in every replica: the advisory
+// consumer is shared, and Capture is idempotent (one record per message,
+// removing a message already removed is a no-op).
+//
+// When the server raises the advisory: nats-server (2.15) gives up on a
+// message when the consumer is next asked for messages after the last
+// delivery's AckWait ran out — with a live replica pulling that is at
+// once; with every replica dead, when the first one comes back.
+type AdvisoryListener struct {
+	cfg AdvisoryConfig
+	js  jetstream.JetStream
+	w   *Writer
+	log zerolog.Logger
+
+	lc lifecycle
+}
+
+// NewAdvisoryListener validates cfg and returns a listener.
+func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	l := &AdvisoryListener{cfg: cfg, js: cfg.JetStream, w: cfg.Writer, log: zerolog.Nop()}
+	if cfg.Logger != nil {
+		l.log = *cfg.Logger
+	}
+	l.log = l.log.With().Str("component", "max-deliveries").Logger()
+	return l, nil
+}
+
+// Provision creates or updates the advisory stream and its durable
+// consumer. It is idempotent; Start calls it.
+func (l *AdvisoryListener) Provision(ctx context.Context) error {
+	_, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        l.cfg.AdvisoryStream,
+		Description: "personaq: MAX_DELIVERIES advisories of " + l.cfg.RequestsStream + ", waiting for the listener",
+		Subjects:    []string{MaxDeliveriesSubject(l.cfg.RequestsStream)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Replicas:    l.cfg.Replicas,
+		Storage:     l.cfg.Storage,
+	})
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", l.cfg.AdvisoryStream, err)
+	}
+	_, err = l.js.CreateOrUpdateConsumer(ctx, l.cfg.AdvisoryStream, jetstream.ConsumerConfig{
+		Durable:       l.cfg.Durable,
+		Description:   "personaq: captures crash-looping requests into the quarantine",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       l.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("provision consumer %s: %w", l.cfg.Durable, err)
+	}
+	return nil
+}
+
+// Start provisions, then handles advisories and runs Sweep (once now, then
+// every SweepInterval) in the background until ctx is done or Stop is
+// called. Calling Start again is a no-op.
+func (l *AdvisoryListener) Start(ctx context.Context) error {
+	if err := l.Provision(ctx); err != nil {
+		return err
+	}
+	cons, err := l.js.Consumer(ctx, l.cfg.AdvisoryStream, l.cfg.Durable)
+	if err != nil {
+		return fmt.Errorf("advisory consumer %s: %w", l.cfg.Durable, err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(16))
+	if err != nil {
+		return fmt.Errorf("advisory consumer %s: %w", l.cfg.Durable, err)
+	}
+	if !l.lc.start(ctx, iter.Stop, func(ctx context.Context) { l.listen(ctx, iter) }, l.sweepLoop) {
+		iter.Stop()
+		return nil
+	}
+	l.log.Info().Str("stream", l.cfg.RequestsStream).Msg("max-deliveries listener started")
+	return nil
+}
+
+// Stop ends the background work and waits for it. It is idempotent and
+// safe to call before Start.
+func (l *AdvisoryListener) Stop() { l.lc.stop() }
+
+func (l *AdvisoryListener) listen(ctx context.Context, iter jetstream.MessagesContext) {
+	for {
+		m, err := iter.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			l.log.Warn().Err(err).Msg("advisory consumer error")
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		l.handle(ctx, m)
+	}
+}
+
+// handle captures the message an advisory names; the advisory is acked
+// only once the record is stored and the message removed.
+func (l *AdvisoryListener) handle(ctx context.Context, m jetstream.Msg) {
+	var adv Advisory
+	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+		l.log.Error().Err(err).Str("subject", m.Subject()).Msg("undecodable MAX_DELIVERIES advisory dropped")
+		_ = m.Term()
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := l.Capture(cctx, adv); err != nil {
+		l.log.Error().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("crash-looping message not captured; advisory will be redelivered")
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	if err := m.DoubleAck(cctx); err != nil {
+		l.log.Warn().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("advisory ack failed; it will be redelivered (capture is idempotent)")
+	}
+}
+
+// Capture reads the message adv names, stores its quarantine record
+// (reason max_deliveries, record id RecordID(stream, seq)) and then removes
+// it from its stream. Any number of replicas may capture the same message:
+// one record is stored, and a message already gone is not an error.
+func (l *AdvisoryListener) Capture(ctx context.Context, adv Advisory) (Captured, error) {
+	return l.capture(ctx, adv, false)
+}
+
+func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bool) (Captured, error) {
+	c := Captured{Stream: adv.Stream, Seq: adv.StreamSeq}
+	s, err := l.js.Stream(ctx, adv.Stream)
+	if err != nil {
+		return c, streamErr(adv.Stream, err)
+	}
+	raw, err := s.GetMsg(ctx, adv.StreamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		c.Gone = true
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("read %s seq %d: %w", adv.Stream, adv.StreamSeq, err)
+	}
+	rec := l.record(adv, raw, bySweep)
+	if l.cfg.Annotate != nil {
+		l.cfg.Annotate(ctx, rec)
+	}
+	c.QuarantineSeq, c.Duplicate, err = l.w.Put(ctx, rec)
+	if err != nil {
+		return c, err
+	}
+	if err := deleteMsg(ctx, s, adv.StreamSeq); err != nil {
+		return c, fmt.Errorf("quarantined as seq %d but not removed from %s: %w", c.QuarantineSeq, adv.Stream, err)
+	}
+	l.log.Warn().Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Str("consumer", adv.Consumer).
+		Uint64("deliveries", adv.Deliveries).Uint64("quarantine_seq", c.QuarantineSeq).Bool("duplicate", c.Duplicate).
+		Str("request_id", rec.RequestID).Bool("sweep", bySweep).Msg("crash-looping message quarantined (max_deliveries)")
+	return c, nil
+}
+
+func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, bySweep bool) *schemas.QuarantineRecord {
+	now := l.cfg.Now().UTC()
+	rec := &schemas.QuarantineRecord{
+		SchemaVersion: schemas.Version, ID: RecordID(adv.Stream, adv.StreamSeq), Reason: schemas.ReasonMaxDeliveries,
+		OriginalSubject: raw.Subject, Headers: maps.Clone(map[string][]string(raw.Header)), Payload: raw.Data,
+		Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries, QuarantinedAt: now,
+	}
+	if rec.Payload == nil {
+		rec.Payload = []byte{}
+	}
+	rec.LastFailureAt = adv.Time.UTC()
+	if adv.Time.IsZero() {
+		rec.LastFailureAt = now
+	}
+	var req schemas.PersonaRequest // provenance only: the payload may be anything
+	if json.Unmarshal(raw.Data, &req) == nil {
+		rec.RequestID, rec.TaskID, rec.Step, rec.Persona, rec.CorrelationID =
+			req.RequestID, req.TaskID, req.Step, req.Persona, req.CorrelationID
+	}
+	if rec.Persona == "" {
+		rec.Persona = lastToken(raw.Subject)
+	}
+	rec.Detail = fmt.Sprintf("delivered %d times to consumer %s without an ack, nak or term (MaxDeliver reached): "+
+		"its worker most likely crashed, was killed or hung on this message; moved here from %s seq %d",
+		adv.Deliveries, adv.Consumer, adv.Stream, adv.StreamSeq)
+	if bySweep {
+		rec.Detail = fmt.Sprintf("found by the max-deliveries sweep: delivered to consumer %s up to its MaxDeliver (%d) "+
+			"and never acknowledged (its advisory was missed): its worker most likely crashed, was killed or hung "+
+			"on this message; moved here from %s seq %d", adv.Consumer, adv.Deliveries, adv.Stream, adv.StreamSeq)
+	}
+	return rec
+}
+
+// deleteMsg removes seq from s; a message already gone is not an error.
+func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
+	err := s.DeleteMsg(ctx, seq)
+	if err == nil {
+		return nil
+	}
+	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	return err
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,123 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SweepResult is what one max-deliveries sweep found and did.
+type SweepResult struct {
+	// Captured lists the stuck messages moved to the quarantine.
+	Captured []Captured
+	// Skipped names the consumers not swept this time, and why.
+	Skipped []string
+}
+
+// Sweep finds the messages of the requests stream that reached their
+// consumer's MaxDeliver without the advisory being handled (a listener
+// that was down when no advisory stream existed yet, an advisory lost) and
+// captures them as Capture does.
+//
+// How it tells them apart: in a work-queue stream an acked or termed
+// message is deleted, so a message still stored at or below the sequence a
+// consumer has delivered up to, while that consumer has nothing awaiting an
+// ack, can only be one the server gave up on. A consumer with messages
+// awaiting an ack is skipped (its stuck messages cannot be told from the
+// in-flight ones) and named in Skipped; a later sweep, or the advisory,
+// gets it. Candidates are re-read after SweepGrace so that a message acked
+// just before is gone by then.
+func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	s, err := l.js.Stream(ctx, l.cfg.RequestsStream)
+	if err != nil {
+		return res, streamErr(l.cfg.RequestsStream, err)
+	}
+	var found []Advisory
+	lister := s.ListConsumers(ctx)
+	for info := range lister.Info() {
+		advs, skip, err := l.stuck(ctx, s, info)
+		if err != nil {
+			return res, err
+		}
+		if skip != "" {
+			res.Skipped = append(res.Skipped, skip)
+		}
+		found = append(found, advs...)
+	}
+	if err := lister.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return res, fmt.Errorf("list consumers of %s: %w", l.cfg.RequestsStream, err)
+	}
+	if len(found) == 0 {
+		return res, nil
+	}
+	if !sleepCtx(ctx, l.cfg.SweepGrace) {
+		return res, ctx.Err()
+	}
+	for _, adv := range found {
+		c, err := l.capture(ctx, adv, true)
+		if err != nil {
+			return res, err
+		}
+		if !c.Gone {
+			res.Captured = append(res.Captured, c)
+		}
+	}
+	return res, nil
+}
+
+// stuck lists the given-up messages of one consumer.
+func (l *AdvisoryListener) stuck(ctx context.Context, s jetstream.Stream, info *jetstream.ConsumerInfo) ([]Advisory, string, error) {
+	cfg := info.Config
+	if cfg.MaxDeliver <= 0 || info.Delivered.Stream == 0 {
+		return nil, "", nil
+	}
+	if info.NumAckPending > 0 {
+		return nil, fmt.Sprintf("%s: %d messages awaiting an ack", info.Name, info.NumAckPending), nil
+	}
+	filters := cfg.FilterSubjects
+	if cfg.FilterSubject != "" {
+		filters = []string{cfg.FilterSubject}
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	var out []Advisory
+	for _, f := range filters {
+		for seq := uint64(1); seq <= info.Delivered.Stream; {
+			m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(f))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("scan %s for %s: %w", l.cfg.RequestsStream, info.Name, err)
+			}
+			if m.Sequence > info.Delivered.Stream {
+				break
+			}
+			out = append(out, Advisory{Stream: l.cfg.RequestsStream, Consumer: info.Name, StreamSeq: m.Sequence,
+				Deliveries: uint64(cfg.MaxDeliver), Time: l.cfg.Now()})
+			seq = m.Sequence + 1
+		}
+	}
+	return out, "", nil
+}
+
+func (l *AdvisoryListener) sweepLoop(ctx context.Context) {
+	for {
+		res, err := l.Sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			l.log.Warn().Err(err).Msg("max-deliveries sweep failed")
+		case len(res.Captured) > 0 || len(res.Skipped) > 0:
+			l.log.Info().Int("captured", len(res.Captured)).Strs("skipped", res.Skipped).Msg("max-deliveries sweep")
+		}
+		if l.cfg.SweepInterval < 0 || !sleepCtx(ctx, l.cfg.SweepInterval) {
+			return
+		}
+	}
+}
