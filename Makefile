@@ -27,8 +27,12 @@ lint: tools ## gofmt, go vet, staticcheck
 tools: ## install staticcheck from the Go module proxy
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-bench: ## benchmarks behind BENCHMARKS.md
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./...
+bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
+	$(GO) test -run='^$$' -bench='^BenchmarkPipelineRatio$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkPipeline$$' -benchtime=5000x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkRedeliveryLateness$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkSlowInFlight$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./consumers/ledger/ ./schemas/
 
 fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/

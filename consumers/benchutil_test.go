@@ -202,6 +202,16 @@ func (e *benchEnv) benchPublish(b *testing.B, topo consumers.Topology, msgs []be
 	}
 }
 
+// benchPublishOne stores m and waits for the server's acknowledgement.
+func (e *benchEnv) benchPublishOne(b *testing.B, topo consumers.Topology, m benchMsg) {
+	b.Helper()
+	nm := &nats.Msg{Subject: topo.RequestSubject(benchPersona), Data: m.data, Header: nats.Header{}}
+	nm.Header.Set(jetstream.MsgIDHeader, m.id)
+	if _, err := e.js.PublishMsg(context.Background(), nm); err != nil {
+		b.Fatalf("publish: %v", err)
+	}
+}
+
 func (e *benchEnv) benchStreamMsgs(b *testing.B, stream string) uint64 {
 	b.Helper()
 	s, err := e.js.Stream(context.Background(), stream)
@@ -303,8 +313,9 @@ func benchPercentile(sorted []time.Duration, q float64) float64 {
 // benchMem is one memory sample of this process (the runtime and the
 // in-process nats-server it talks to).
 type benchMem struct {
-	heap uint64 // runtime.MemStats HeapInuse + StackInuse, bytes
-	rss  uint64 // /proc/self/status VmRSS, bytes
+	heap  uint64 // runtime.MemStats HeapInuse + StackInuse, bytes
+	stack uint64 // runtime.MemStats StackInuse, bytes
+	rss   uint64 // /proc/self/status VmRSS, bytes
 }
 
 // benchRSS reads VmRSS from /proc/self/status (0 where there is none).

@@ -21,4 +21,10 @@
 // else → retryable. Error type names (the Go type's simple name, or an
 // ErrorType() method) are matched against a policy's non-retryable list,
 // like Temporal's non_retryable_error_types.
+//
+// Built-in invokers put personaq in front of agents without Go: NewHTTP
+// POSTs each attempt to an endpoint (status codes map onto the classes,
+// Retry-After is honoured) and NewCommand runs an agent CLI with the request
+// on stdin (exit codes map onto the classes; the whole process group is
+// killed at the deadline). DemoPersonas are the handlers `personaq dev` runs.
 package handlers

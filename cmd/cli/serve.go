@@ -20,7 +20,7 @@ import (
 func init() { register(newServeCmd) }
 
 func newServeCmd(g *globals) *cobra.Command {
-	var path string
+	var path, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "serve --config FILE",
 		Short: "Run one consumer replica (run several to scale; they share the work)",
@@ -30,14 +30,15 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runServe(cmd, g, cfg)
+			return runServe(cmd, g, cfg, newMetricsEndpoint(metricsAddr))
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "personaq.yaml", "configuration file (see deployments/personaq.yaml)")
+	metricsFlag(cmd.Flags(), &metricsAddr)
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, g *globals, cfg *config.File) error {
+func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpoint) error {
 	log, err := g.logger()
 	if err != nil {
 		return err
@@ -60,10 +61,16 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File) error {
 	rt, err := consumers.New(consumers.Config{
 		JetStream: js, Topology: cfg.Topology(), Personas: personas, Ledger: led, Logger: &log,
 		DrainTimeout: cfg.Runtime.DrainTimeout.Std(), FetchMaxWait: cfg.Runtime.FetchMaxWait.Std(),
+		Observer: mx.observer(),
 	})
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := mx.start(ctx, nc, rt, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	logStart(log, cfg, len(personas))
 	if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

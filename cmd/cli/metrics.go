@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/metrics"
+)
+
+// metricsFlag adds --metrics-addr to a command that runs a replica.
+func metricsFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "metrics-addr", "", `listen address for /metrics, /healthz and /readyz, e.g. ":9090" (default: off)`)
+}
+
+// metricsEndpoint is a replica's Prometheus registry and probe server; a
+// nil *metricsEndpoint (no --metrics-addr) does nothing.
+type metricsEndpoint struct {
+	addr string
+	reg  *prometheus.Registry
+	obs  *metrics.Metrics
+}
+
+// newMetricsEndpoint returns nil when addr is empty.
+func newMetricsEndpoint(addr string) *metricsEndpoint {
+	if addr == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	return &metricsEndpoint{addr: addr, reg: reg, obs: metrics.New(reg)}
+}
+
+// observer is the runtime's consumers.Config.Observer (nil: none).
+func (e *metricsEndpoint) observer() consumers.Observer {
+	if e == nil {
+		return nil
+	}
+	return e.obs
+}
+
+// start listens on the address and serves until ctx ends; the returned
+// stop shuts the server down (call it after the runtime has drained, so
+// /readyz says "not ready" during the drain rather than refusing).
+func (e *metricsEndpoint) start(ctx context.Context, nc *nats.Conn, rt *consumers.Runtime, log zerolog.Logger) (stop func(), err error) {
+	if e == nil {
+		return func() {}, nil
+	}
+	srv, err := metrics.NewServer(metrics.ServerConfig{Addr: e.addr, Gatherer: e.reg, NATS: nc, Runtime: rt})
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	log.Info().Str("addr", srv.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+	return func() { _ = srv.Shutdown(context.Background()) }, nil
+}

@@ -1,0 +1,156 @@
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+const namespace = "personaq"
+
+// Histogram buckets, in seconds.
+var (
+	// handlerBuckets span a no-op handler to a ten-minute LLM call.
+	handlerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	// latenessBuckets are fine near 0: the target is p50 ≤ 2ms, p99 ≤ 10ms.
+	latenessBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
+	// ledgerBuckets: one Redis round trip is ~60µs unloaded on loopback.
+	ledgerBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+)
+
+// Metrics is a consumers.Observer that records into Prometheus collectors.
+// It is safe for concurrent use.
+type Metrics struct {
+	attempts        *prometheus.CounterVec
+	outcomes        *prometheus.CounterVec
+	quarantined     *prometheus.CounterVec
+	handlerDuration *prometheus.HistogramVec
+	inFlight        *prometheus.GaugeVec
+	lateness        *prometheus.HistogramVec
+	early           *prometheus.CounterVec
+	ledgerRTT       *prometheus.HistogramVec
+	ledgerErrors    *prometheus.CounterVec
+}
+
+var _ consumers.Observer = (*Metrics)(nil)
+
+// New creates the collectors and registers them, with the process and Go
+// runtime collectors, on reg (nil: registered nowhere). Registering on a
+// registry that already has them reuses the registered ones, so two
+// Metrics on one registry count into the same series.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "attempts_total",
+			Help: "Persona handler invocations, by how they were classified.",
+		}, []string{"persona", "class"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "outcomes_total",
+			Help: "Requests that reached a terminal state, by outcome and reason.",
+		}, []string{"persona", "outcome", "reason"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "quarantined_total",
+			Help: "Quarantine records written (every terminal outcome but succeeded), by reason.",
+		}, []string{"persona", "reason"}),
+		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "handler_duration_seconds",
+			Help: "Time one attempt's handler ran.", Buckets: handlerBuckets,
+		}, []string{"persona"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "in_flight",
+			Help: "Attempts running now on this replica.",
+		}, []string{"persona"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "redelivery_lateness_seconds",
+			Help:    "How late a retry arrived against the delay asked for (early ones count as 0, see redelivery_early_total).",
+			Buckets: latenessBuckets,
+		}, []string{"persona"}),
+		early: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "redelivery_early_total",
+			Help: "Retries that arrived before the delay asked for.",
+		}, []string{"persona"}),
+		ledgerRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "ledger_round_trip_seconds",
+			Help: "Time of one attempt-ledger call, by operation.", Buckets: ledgerBuckets,
+		}, []string{"op"}),
+		ledgerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ledger_errors_total",
+			Help: "Attempt-ledger calls that failed, by operation.",
+		}, []string{"op"}),
+	}
+	if reg == nil {
+		return m
+	}
+	register(reg, &m.attempts)
+	register(reg, &m.outcomes)
+	register(reg, &m.quarantined)
+	register(reg, &m.handlerDuration)
+	register(reg, &m.inFlight)
+	register(reg, &m.lateness)
+	register(reg, &m.early)
+	register(reg, &m.ledgerRTT)
+	register(reg, &m.ledgerErrors)
+	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
+	register(reg, new(collectors.NewGoCollector()))
+	return m
+}
+
+// register registers *c on reg; when an equal collector is already there
+// it points *c at that one instead. Any other failure is a programming
+// error (a name clash with different labels) and panics, like MustRegister.
+func register[C prometheus.Collector](reg prometheus.Registerer, c *C) {
+	err := reg.Register(*c)
+	var are prometheus.AlreadyRegisteredError
+	switch {
+	case err == nil:
+	case errors.As(err, &are):
+		if existing, ok := are.ExistingCollector.(C); ok {
+			*c = existing
+		}
+	default:
+		panic(err)
+	}
+}
+
+// Attempt implements consumers.Observer.
+func (m *Metrics) Attempt(persona string, class retry.Class, took time.Duration) {
+	m.attempts.WithLabelValues(persona, class.String()).Inc()
+	m.handlerDuration.WithLabelValues(persona).Observe(took.Seconds())
+}
+
+// Outcome implements consumers.Observer.
+func (m *Metrics) Outcome(persona string, outcome schemas.Outcome, reason schemas.Reason) {
+	m.outcomes.WithLabelValues(persona, string(outcome), string(reason)).Inc()
+	if outcome != schemas.OutcomeSucceeded {
+		m.quarantined.WithLabelValues(persona, string(reason)).Inc()
+	}
+}
+
+// InFlight implements consumers.Observer.
+func (m *Metrics) InFlight(persona string, delta int) {
+	m.inFlight.WithLabelValues(persona).Add(float64(delta))
+}
+
+// RedeliveryLateness implements consumers.Observer. An early retry counts
+// in redelivery_early_total and as 0 in the histogram.
+func (m *Metrics) RedeliveryLateness(persona string, late time.Duration) {
+	if late < 0 {
+		m.early.WithLabelValues(persona).Inc()
+		late = 0
+	}
+	m.lateness.WithLabelValues(persona).Observe(late.Seconds())
+}
+
+// LedgerCall implements consumers.Observer.
+func (m *Metrics) LedgerCall(op string, took time.Duration, err error) {
+	m.ledgerRTT.WithLabelValues(op).Observe(took.Seconds())
+	if err != nil {
+		m.ledgerErrors.WithLabelValues(op).Inc()
+	}
+}

@@ -1,0 +1,256 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/schemas"
+)
+
+// expectation is how every request of a demo persona must end.
+type expectation struct {
+	outcome  schemas.Outcome
+	reason   schemas.Reason
+	attempts int
+}
+
+var demoExpect = map[string]expectation{
+	"echo":      {schemas.OutcomeSucceeded, "", 1},
+	"flaky":     {schemas.OutcomeSucceeded, "", 3},
+	"validator": {schemas.OutcomeSucceeded, "", 2},
+	"terminal":  {schemas.OutcomeQuarantined, schemas.ReasonTerminal, 1},
+	"slowpoke":  {schemas.OutcomeQuarantined, schemas.ReasonExhausted, 4},
+	"plateau":   {schemas.OutcomeDeferred, schemas.ReasonDeferred, 3},
+}
+
+// checkExpected asserts each request of a demo persona (or of the work
+// persona: succeeded on attempt 1) ended as demoExpect says, with exactly
+// that many attempts: none burned by infrastructure.
+func (e *env) checkExpected(reqs []*schemas.PersonaRequest) {
+	e.t.Helper()
+	for _, r := range reqs {
+		want, ok := demoExpect[r.Persona]
+		if r.Persona == "work" {
+			want, ok = expectation{schemas.OutcomeSucceeded, "", 1}, true
+		}
+		if !ok {
+			continue
+		}
+		if want.outcome == schemas.OutcomeSucceeded {
+			succ := e.obs.succeeded(r.RequestID)
+			if assert.Len(e.t, succ, 1, "%s %s", r.Persona, r.RequestID) {
+				assert.Equal(e.t, want.attempts, succ[0].Attempts, "%s %s attempts", r.Persona, r.RequestID)
+			}
+			continue
+		}
+		recs := e.obs.quarantined(r.RequestID)
+		if assert.Len(e.t, recs, 1, "%s %s", r.Persona, r.RequestID) {
+			assert.Equal(e.t, want.reason, recs[0].Reason, "%s %s reason", r.Persona, r.RequestID)
+			assert.Equal(e.t, want.attempts, recs[0].Attempts, "%s %s attempts", r.Persona, r.RequestID)
+		}
+	}
+}
+
+// TestMixedWorkload runs every demo persona across three replicas: each
+// request ends where its persona says, none lost, none quarantined twice.
+func TestMixedWorkload(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	cfg := replicaConfig(echoPersona, flakyPersona, terminalPersona, slowpokePersona, plateauPersona, validatorPersona)
+	e.startReplicas("mixed", 3, cfg)
+
+	var reqs []*schemas.PersonaRequest
+	for _, p := range []string{"echo", "flaky", "terminal", "slowpoke", "plateau", "validator"} {
+		reqs = append(reqs, newRequests("mixed", p, 20, "")...)
+	}
+	e.publish(reqs...)
+	tl := e.settle(reqs, 3*time.Minute)
+	e.checkExpected(reqs)
+	require.Equal(t, 60, tl.succeeded)
+	require.Equal(t, map[string]int{"terminal": 20, "exhausted": 20, "deferred": 20}, tl.quarantined)
+
+	// Every replica took part.
+	var served []string
+	for _, name := range []string{"mixed-1", "mixed-2", "mixed-3"} {
+		n := e.countLog("Persona request succeeded", name)
+		served = append(served, fmt.Sprintf("%s %d", name, n))
+		assert.Positive(t, n, "%s ran no successful attempt", name)
+	}
+	record(t, start, tl, "3 replicas; successes per replica: "+fmt.Sprint(served))
+}
+
+// TestScaleOutAndIn adds a replica while slow work runs and stops another
+// with SIGTERM: the new replica takes work at once, the stopped one drains
+// its in-flight attempts and exits 0, no attempt is burned, nothing runs
+// twice.
+func TestScaleOutAndIn(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	a := e.startAgent()
+	cfg := replicaConfig(workPersona(a.URL, 4), echoPersona)
+	reps := e.startReplicas("scale", 2, cfg)
+
+	// 150 s of work on 2 × 4 slots: about 19 s, enough to start a replica
+	// (5–10 s here) and see it take work.
+	reqs := append(newRequests("scale", "work", 150, `{"work_ms":1000}`), newRequests("scale", "echo", 20, "")...)
+	e.publish(reqs...)
+
+	// Scale out once work is running on both.
+	e.waitFor("work running on both replicas", 30*time.Second, func() bool {
+		return len(a.inflight("scale-1")) > 0 && len(a.inflight("scale-2")) > 0
+	})
+	e.replica("scale-3", cfg)
+	// Scale in: SIGTERM scale-1 while it has attempts in flight.
+	e.waitFor("scale-3 doing work", 30*time.Second, func() bool { return len(a.inflight("scale-3")) > 0 })
+	inflight := len(a.inflight("scale-1"))
+	stopStart := time.Now()
+	require.NoError(t, reps[0].Stop(e.ctx))
+	stopTook := time.Since(stopStart)
+	code, err := reps[0].ExitCode(e.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, code, "scale-1 exit code after SIGTERM")
+
+	tl := e.settle(reqs, 3*time.Minute)
+	e.checkExpected(reqs)
+	require.Equal(t, len(reqs), tl.succeeded)
+	assert.Empty(t, a.overlaps(), "invariant 3: a request ran on two live replicas at once")
+	calls := a.callsFrom()
+	assert.Positive(t, calls["scale-3"], "the added replica did no work")
+	assert.Zero(t, e.countLog("attempt interrupted by shutdown", "scale-1"), "drain cut an attempt short")
+	record(t, start, tl, fmt.Sprintf("2 replicas, +1 mid-run, 1 stopped by SIGTERM with %d attempts in flight (drained in %s, exit %d); work calls per replica %v",
+		inflight, stopTook.Round(100*time.Millisecond), code, calls))
+}
+
+// TestKillReplicaMidHandler SIGKILLs a replica while it runs slow attempts:
+// its messages come back after the ack wait (3s) and finish on the other
+// replicas; nothing is lost, nothing runs twice on live replicas.
+func TestKillReplicaMidHandler(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	a := e.startAgent()
+	cfg := replicaConfig(workPersona(a.URL, 4))
+	reps := e.startReplicas("kill", 3, cfg)
+
+	reqs := newRequests("kill", "work", 60, `{"work_ms":1500}`)
+	e.publish(reqs...)
+
+	e.waitFor("kill-1 busy: 4 attempts done, 4 in flight", 30*time.Second, func() bool {
+		return a.callsFrom()["kill-1"] >= 4 && len(a.inflight("kill-1")) >= 4
+	})
+	victims := a.inflight("kill-1")
+	ip, err := reps[0].IP(e.ctx, e.net)
+	require.NoError(t, err)
+	a.markDead(ip)
+	killedAt := time.Now()
+	require.NoError(t, reps[0].Kill(e.ctx))
+	code, err := reps[0].ExitCode(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 137, code, "SIGKILL exit code")
+
+	tl := e.settle(reqs, 3*time.Minute)
+	require.Equal(t, len(reqs), tl.succeeded)
+	assert.Empty(t, a.overlaps(), "invariant 3: a request ran on two live replicas at once")
+
+	// Each victim finished on another replica; the attempt the kill cut
+	// short is counted as lost by the ledger (it may have had effects).
+	var failover time.Duration
+	calls := a.snapshot()
+	for _, v := range victims {
+		var done *call
+		for i := range calls {
+			c := &calls[i]
+			if c.RequestID == v.RequestID && c.Start.After(killedAt) && c.Status == 200 {
+				done = c
+				break
+			}
+		}
+		if assert.NotNil(t, done, "victim %s never ran again", v.RequestID) {
+			assert.NotEqual(t, "kill-1", done.From)
+			failover = max(failover, done.Start.Sub(killedAt))
+		}
+		ev := e.obs.succeeded(v.RequestID)
+		if assert.Len(t, ev, 1) {
+			assert.Equal(t, 2, ev[0].Attempts, "victim %s: the killed attempt counts as lost, the rerun is attempt 2", v.RequestID)
+		}
+	}
+	assert.Less(t, failover, 3*time.Second+time.Second, "failover slower than AckWait + 1s")
+	record(t, start, tl, fmt.Sprintf("3 replicas, kill-1 SIGKILLed (exit %d) with %d attempts in flight; all %d rerun on kill-2/kill-3, slowest %s after the kill (AckWait 3s); work calls per replica %v",
+		code, len(victims), len(victims), failover.Round(100*time.Millisecond), a.callsFrom()))
+}
+
+// TestNATSRestart SIGKILLs the NATS container mid-run and starts it again
+// on the same volume: JetStream recovers streams, consumers and messages
+// (file storage, sync_interval always), replicas and the host reconnect,
+// and every request still ends exactly once with no attempt burned.
+func TestNATSRestart(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	a := e.startAgent()
+	cfg := replicaConfig(workPersona(a.URL, 4), echoPersona, flakyPersona)
+	e.startReplicas("natsrestart", 2, cfg)
+
+	first := append(newRequests("before", "work", 40, `{"work_ms":500}`), newRequests("before", "echo", 30, "")...)
+	first = append(first, newRequests("before", "flaky", 20, "")...)
+	second := append(newRequests("after", "work", 20, `{"work_ms":500}`), newRequests("after", "echo", 20, "")...)
+	e.publish(first...)
+	e.waitFor("a quarter of the first batch settled", time.Minute, func() bool {
+		_ = e.obs.poll(e.ctx)
+		return e.obs.settledCount(first) >= len(first)/4
+	})
+	settledBefore := e.obs.settledCount(first)
+	downAt := time.Now()
+	require.NoError(t, e.nats.Kill(e.ctx))
+	time.Sleep(3 * time.Second)
+	require.NoError(t, e.nats.Start(e.ctx))
+	down := time.Since(downAt)
+	e.publish(second...)
+
+	reqs := append(first, second...)
+	tl := e.settle(reqs, 3*time.Minute)
+	e.checkExpected(reqs)
+	require.Equal(t, len(reqs), tl.succeeded)
+	assert.Empty(t, a.overlaps(), "invariant 3: a request ran on two live replicas at once")
+	record(t, start, tl, fmt.Sprintf("2 replicas; NATS SIGKILLed with %d of %d settled, back after %s (same volume); %d more published after",
+		settledBefore, len(first), down.Round(100*time.Millisecond), len(second)))
+}
+
+// TestRedisOutage stops Redis (the attempt ledger) for 5s mid-run: replicas
+// release messages without counting an attempt while it is down, then
+// finish everything; every request still takes exactly its persona's
+// attempts.
+func TestRedisOutage(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	a := e.startAgent()
+	cfg := replicaConfig(workPersona(a.URL, 4), echoPersona, flakyPersona)
+	e.startReplicas("redisdown", 2, cfg)
+
+	reqs := append(newRequests("redis", "work", 60, `{"work_ms":500}`), newRequests("redis", "echo", 40, "")...)
+	reqs = append(reqs, newRequests("redis", "flaky", 20, "")...)
+	e.publish(reqs...)
+	e.waitFor("a quarter settled", time.Minute, func() bool {
+		_ = e.obs.poll(e.ctx)
+		return e.obs.settledCount(reqs) >= len(reqs)/4
+	})
+	settledBefore := e.obs.settledCount(reqs)
+	downAt := time.Now()
+	require.NoError(t, e.redis.Stop(e.ctx))
+	time.Sleep(5 * time.Second)
+	require.NoError(t, e.redis.Start(e.ctx))
+	down := time.Since(downAt)
+
+	tl := e.settle(reqs, 3*time.Minute)
+	e.checkExpected(reqs)
+	require.Equal(t, len(reqs), tl.succeeded)
+	assert.Empty(t, a.overlaps(), "invariant 3: a request ran on two live replicas at once")
+	released := e.countLog("ledger unavailable; message released without counting an attempt")
+	assert.Positive(t, released, "no replica noticed the outage")
+	record(t, start, tl, fmt.Sprintf("2 replicas; Redis stopped with %d of %d settled, back after %s (AOF on a volume); %d deliveries released uncounted while down",
+		settledBefore, len(reqs), down.Round(100*time.Millisecond), released))
+}
