@@ -125,6 +125,9 @@ func RecordID(stream string, seq uint64) string {
 //
 // The index (second dedup layer) never makes Put fail: when it cannot be
 // read or written, Put falls back to the Nats-Msg-Id window alone and logs.
+// indexTimeout bounds each use of the KV index within one Put.
+const indexTimeout = 2 * time.Second
+
 func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64, bool, error) {
 	fillLineage(rec)
 	data, err := schemas.Encode(rec)
@@ -133,7 +136,12 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	}
 	subject := w.subject(string(rec.Reason), rec.Persona)
 	fp := fingerprint(rec.OriginalSubject, rec.Payload)
-	seq, ok, msgID := w.seen(ctx, rec.ID, fp, subject)
+	// The index is a second layer: it gets a short deadline of its own so a
+	// refused or slow KV call cannot use up the write's (and fall back to
+	// Nats-Msg-Id dedup instead).
+	ictx, cancel := context.WithTimeout(ctx, indexTimeout)
+	seq, ok, msgID := w.seen(ictx, rec.ID, fp, subject)
+	cancel()
 	if ok {
 		w.log.Info().Str("record_id", rec.ID).Uint64("quarantine_seq", seq).Msg("quarantine record already stored (index); duplicate skipped")
 		return seq, true, nil
@@ -150,7 +158,9 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
-	w.remember(ctx, rec.ID, indexEntry{Seq: ack.Sequence, FP: fp, At: w.now().UTC()})
+	ictx, cancel = context.WithTimeout(ctx, indexTimeout)
+	defer cancel()
+	w.remember(ictx, rec.ID, indexEntry{Seq: ack.Sequence, FP: fp, At: w.now().UTC()})
 	return ack.Sequence, ack.Duplicate, nil
 }
 
