@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 )
@@ -20,6 +21,9 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 	return func(msg *message.Message) ([]*message.Message, error) {
 		st := stateOf(msg)
 		if r.ledger == nil {
+			if r.quarantinedBefore(msg.Context(), st) {
+				return nil, nil
+			}
 			st.attempt.Number = int(st.delivery.Delivered)
 			return next(msg)
 		}
@@ -34,6 +38,9 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 
 // begin claims the attempt number; false means the verdict is already set.
 func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
+	if r.quarantinedBefore(ctx, st) {
+		return false
+	}
 	t0 := time.Now()
 	begun, err := r.ledger.Begin(ctx, stepKey(st.req), st.req.RequestID)
 	r.obs.LedgerCall("begin", time.Since(t0), err)
@@ -45,7 +52,8 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		return false
 	case begun.Done:
 		st.verdict, st.duplicate = verdictAck, true
-		st.log.Info().Msg("duplicate delivery of a completed step; acked without running the handler")
+		st.attempt.Number = r.attemptsRecorded(ctx, st)
+		st.log.Info().Int("attempt", st.attempt.Number).Msg("duplicate delivery of a completed step; acked without running the handler")
 		return false
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
@@ -57,6 +65,33 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		return false
 	}
 	return true
+}
+
+// quarantinedBefore catches a redelivery whose quarantine record a previous
+// delivery stored before crashing: it is termed (and its outcome published)
+// without running the handler again. Only redeliveries pay for the lookup.
+func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) bool {
+	if st.delivery.Delivered < 2 {
+		return false
+	}
+	rec, seq, err := r.dlq.Stored(ctx, dlq.RecordID(st.delivery.Stream, st.delivery.Sequence))
+	if err != nil || rec == nil {
+		return false
+	}
+	st.stored, st.storedSeq, st.verdict = rec, seq, verdictQuarantine
+	st.decision.Reason = string(rec.Reason)
+	st.log.Info().Uint64("quarantine_seq", seq).Str("reason", string(rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
+	return true
+}
+
+// attemptsRecorded reads how many attempts a completed step took, for the
+// outcome event republished on a duplicate delivery.
+func (r *Runtime) attemptsRecorded(ctx context.Context, st *attemptState) int {
+	hist, _, err := r.ledger.History(ctx, stepKey(st.req))
+	if err != nil {
+		return 0
+	}
+	return len(hist)
 }
 
 // spent handles a redelivery whose attempts are all used (its quarantine

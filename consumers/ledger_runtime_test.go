@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -103,6 +104,49 @@ func TestRuntimeSkipsDuplicateOfCompletedStep(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, 1, n.Load(), "handler ran once")
+	s, err := h.js.Stream(context.Background(), h.topo.OutcomesStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.State.Msgs, "the duplicate's outcome republish was deduplicated")
+}
+
+// A redelivery of a message whose quarantine record is already stored (the
+// replica died before terming it) is termed without running the handler.
+func TestRuntimeDoesNotRerunAMessageAlreadyQuarantined(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	out := h.watchOutcomes()
+	req := h.publish("again", "t-requar")
+	// A first delivery that "crashed" after storing the record: take the
+	// message, store its record, nak it.
+	c, err := h.js.CreateOrUpdateConsumer(context.Background(), h.topo.RequestsStream, jetstream.ConsumerConfig{
+		Durable: consumers.Durable("again"), FilterSubject: "personaq.requests.again",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second, MaxAckPending: 8})
+	require.NoError(t, err)
+	m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
+	require.NoError(t, err)
+	md, err := m.Metadata()
+	require.NoError(t, err)
+	w := dlq.NewWriter(h.js, h.topo.QuarantineSubject)
+	_, _, err = w.Put(context.Background(), &schemas.QuarantineRecord{
+		SchemaVersion: schemas.Version, ID: dlq.RecordID(md.Stream, md.Sequence.Stream), Reason: schemas.ReasonTerminal,
+		Detail: "terminal error: stored before the crash", OriginalSubject: m.Subject(), Payload: m.Data(),
+		Persona: "again", RequestID: req.RequestID, TaskID: req.TaskID, Attempts: 1, QuarantinedAt: time.Now().UTC(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, m.Nak())
+
+	var n atomic.Int32
+	h.start(persona("again", handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) {
+		n.Add(1)
+		return handlers.Result{}, nil
+	}), fastPolicy(3)))
+	ev := out.wait(t, req.RequestID, 10*time.Second)
+	require.Equal(t, schemas.OutcomeQuarantined, ev.Outcome)
+	require.Equal(t, schemas.ReasonTerminal, ev.Reason)
+	require.Zero(t, n.Load(), "the handler did not run again")
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
 // Redis down: nothing is lost, no attempt is burned, the replica says it is

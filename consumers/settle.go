@@ -63,10 +63,14 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 	switch st.verdict {
 	case verdictAck:
-		msg.Ack()
-		if !st.duplicate {
-			r.publishOutcome(st, schemas.OutcomeSucceeded, 0)
+		// The outcome is confirmed before the ack: a crash in between
+		// redelivers the message, which the ledger acks as a duplicate and
+		// whose outcome is published again (deduplicated by message id).
+		if err := r.publishOutcome(st, schemas.OutcomeSucceeded, 0); err != nil {
+			NackWithDelay(msg, faultDelay)
+			return
 		}
+		msg.Ack()
 	case verdictRetry, verdictRelease:
 		NackWithDelay(msg, st.delay)
 	case verdictQuarantine:
@@ -80,20 +84,27 @@ func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 // quarantine stores the record first and only then terms the source
 // message; if the write fails the message is redelivered (STYLE lesson 5).
 func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
-	rec := r.record(msg, st)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	seq, dup, err := r.dlq.Put(ctx, rec)
-	if err != nil {
-		st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")
+	rec, seq := st.stored, st.storedSeq
+	if rec == nil {
+		rec = r.record(msg, st)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var dup bool
+		var err error
+		if seq, dup, err = r.dlq.Put(ctx, rec); err != nil {
+			st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")
+			NackWithDelay(msg, faultDelay)
+			return
+		}
+		if dup {
+			st.log.Info().Uint64("quarantine_seq", seq).Msg("quarantine record already stored; duplicate skipped")
+		}
+	}
+	if err := r.publishOutcome(st, outcomeFor(rec.Reason), seq); err != nil {
 		NackWithDelay(msg, faultDelay)
 		return
 	}
-	if dup {
-		st.log.Info().Uint64("quarantine_seq", seq).Msg("quarantine record already stored; duplicate skipped")
-	}
 	AckWithTerm(msg, string(rec.Reason))
-	r.publishOutcome(st, outcomeFor(rec.Reason), seq)
 }
 
 func outcomeFor(reason schemas.Reason) schemas.Outcome {

@@ -49,6 +49,10 @@ type attemptState struct {
 	verdict   verdict
 	delay     time.Duration
 	duplicate bool
+	// stored is the quarantine record a previous delivery already wrote
+	// (it crashed before terming the message); storedSeq is its sequence.
+	stored    *schemas.QuarantineRecord
+	storedSeq uint64
 }
 
 type stateKey struct{}
