@@ -41,8 +41,8 @@ fuzz: ## fuzz the message decoders for 30s each
 images: ## build the offline container images (nats, redis, personaq)
 	bash integration/images/build.sh
 
-integration: images ## integration suite on real containers (testcontainers-go)
-	$(GO) test -tags integration -count=1 -timeout 20m ./integration/...
+integration: images ## integration suite on real containers (testcontainers-go; integration/README.md)
+	$(GO) test -tags integration -count=1 -timeout 20m -v ./integration/...
 
 clean: ## remove build output
 	rm -rf bin .personaq

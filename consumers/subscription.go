@@ -12,6 +12,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// maxBatch caps one pull request.
+const maxBatch = 256
+
 // subscription is one topic's fetch loop, worker slots, heartbeats and drain.
 type subscription struct {
 	cfg   SubscriberConfig
@@ -112,7 +115,9 @@ func (s *subscription) release(n int) {
 // fetch pulls at most n messages and dispatches them; it returns how many
 // it received (each holds a slot until settled).
 func (s *subscription) fetch(n int) int {
-	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(s.cfg.FetchMaxWait))
+	// One pull brings at most maxBatch: a huge batch would leave its tail
+	// waiting (AckWait running) while the head is dispatched.
+	batch, err := s.cons.Fetch(min(n, maxBatch), jetstream.FetchMaxWait(s.cfg.FetchMaxWait))
 	if err != nil {
 		s.log.Warn().Err(err).Msg("fetch failed; retrying")
 		s.pause(s.cfg.FetchMaxWait)
@@ -121,7 +126,8 @@ func (s *subscription) fetch(n int) int {
 	got := 0
 	for m := range batch.Messages() {
 		got++
-		s.dispatch(m)
+		// Heartbeats cover the message from receipt, not from dispatch.
+		s.dispatch(m, s.inflight.add(m))
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn().Err(err).Msg("fetch ended with an error")
@@ -141,17 +147,17 @@ func (s *subscription) pause(d time.Duration) {
 
 // dispatch hands one message to the router and starts its settler. A
 // message fetched while stopping is released at once.
-func (s *subscription) dispatch(m jetstream.Msg) {
+func (s *subscription) dispatch(m jetstream.Msg, id uint64) {
 	d, err := newDelivery(m, time.Now())
 	if err != nil {
 		s.log.Error().Err(err).Msg("message without JetStream metadata; releasing")
 		_ = m.Nak()
+		s.inflight.remove(id)
 		s.release(1)
 		return
 	}
 	wm := toWatermill(m, d)
 	wm.SetContext(withDelivery(s.runCtx, d))
-	id := s.inflight.add(m)
 	select {
 	case s.out <- wm:
 		s.settleWG.Add(1)
