@@ -36,20 +36,25 @@ import (
 // files use) and Sync=default (nats-server's 2-minute interval). The
 // persona is an `http` invoker whose endpoint is served by this process:
 // it waits 50 ms (an I/O-bound persona) or answers at once (no-op). Run one
-// setting at a time, each well under 3 minutes:
+// sync setting and case at a time (each well under 3 minutes), e.g.
 //
-//	go test -run='^$' -bench='^BenchmarkScaleOut$/^Sync=always$' -benchtime=1x ./consumers/
-//	go test -run='^$' -bench='^BenchmarkScaleOut$/^Sync=default$' -benchtime=1x ./consumers/
-//	go test -run='^$' -bench='^BenchmarkFailover$' -benchtime=1x ./consumers/
+//	go test -run='^$' -bench='^BenchmarkScaleOut$/^Sync=default$/^Wait50ms$' -benchtime=1x -count=3 ./consumers/
+//	go test -run='^$' -bench='^BenchmarkFailover$' -benchtime=1x -count=3 ./consumers/
 //
-// Each replica serves the persona with 16 slots (max_replicas 4, so
-// MaxAckPending 64 covers 3 replicas). A run starts the replicas, waits for
-// their /readyz, pauses the persona's consumer, publishes the whole
-// backlog, resumes it and times until the last request's outcome event.
+// Cases: Wait50ms (16 slots per replica, the default), Wait50msSlots4 (4
+// slots: 3 replicas then use a fraction of a 2-vCPU machine) and NoOp (16
+// slots). max_replicas 4 sizes MaxAckPending to 4 × slots, enough for 3
+// replicas. A run starts the replicas, waits for their /readyz, pauses the
+// persona's consumer, publishes the whole backlog, resumes it and times
+// until the last request's outcome event. It also reports the CPU time
+// each request cost: in the replica processes, and in this process (the
+// nats-server, the endpoint and the outcome subscriber).
 
 const (
 	scalePersona = "bench"
-	scaleSlots   = 16
+	// scaleSlots is the replicas' concurrency (the default) in the
+	// failover run and the main scale-out case.
+	scaleSlots = 16
 	// scaleAckWait is the consumer AckWait of the failover run (the
 	// failover target is AckWait + 1s).
 	scaleAckWait  = 2 * time.Second
@@ -175,7 +180,7 @@ func (e *scaleEnv) newRun(b *testing.B) *scaleRun {
 }
 
 // config writes a replica's configuration calling url and returns its path.
-func (r *scaleRun) config(b *testing.B, name, url string, ackWait time.Duration) string {
+func (r *scaleRun) config(b *testing.B, name, url string, slots int, ackWait time.Duration) string {
 	b.Helper()
 	ack := ""
 	if ackWait > 0 {
@@ -206,7 +211,7 @@ personas:
     concurrency: %d
     max_replicas: 4
 %s`, r.e.nats.ClientURL(), r.e.redis.URL(), r.k, t.RequestsStream, t.RequestsPrefix, t.QuarantineStream,
-		t.QuarantinePrefix, t.OutcomesStream, t.OutcomesPrefix, scalePersona, url, scaleSlots, ack)
+		t.QuarantinePrefix, t.OutcomesStream, t.OutcomesPrefix, scalePersona, url, slots, ack)
 	path := filepath.Join(r.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
@@ -485,13 +490,28 @@ func (r *scaleRun) waitEmpty(b *testing.B) {
 	}
 }
 
-// throughput runs n requests through replicas `personaq serve` processes
-// and returns requests per second, resume → last outcome.
-func (e *scaleEnv) throughput(b *testing.B, work time.Duration, replicas, n int) float64 {
+// scaleCase is one persona shape a scale-out run measures.
+type scaleCase struct {
+	name       string
+	work       time.Duration // the endpoint's wait per request
+	slots      int           // concurrency per replica
+	perReplica int           // requests per replica: the backlog grows with N
+}
+
+// scaleResult is one throughput run.
+type scaleResult struct {
+	tput       float64 // requests per second, resume → last outcome
+	replicaCPU float64 // CPU ms per request, all replica processes (user+sys)
+	benchCPU   float64 // CPU ms per request, this process: nats-server, endpoint, publisher
+}
+
+// throughput runs n requests through replicas `personaq serve` processes.
+func (e *scaleEnv) throughput(b *testing.B, c scaleCase, replicas int) scaleResult {
 	b.Helper()
+	n := c.perReplica * replicas
 	run := e.newRun(b)
-	ep := newScaleEndpoint(b, work)
-	cfg := run.config(b, "replica", ep.url, 0)
+	ep := newScaleEndpoint(b, c.work)
+	cfg := run.config(b, "replica", ep.url, c.slots, 0)
 	reps := make([]*scaleReplica, replicas)
 	for i := range reps {
 		reps[i] = e.startReplica(b, fmt.Sprintf("r%d", i+1), cfg)
@@ -500,59 +520,73 @@ func (e *scaleEnv) throughput(b *testing.B, work time.Duration, replicas, n int)
 		r.waitReady(b)
 	}
 	run.publish(b, n)
+	cpu0 := selfCPU()
 	start := run.resume(b)
 	last := run.waitAll(b)
+	bench := selfCPU() - cpu0
+	var replicaCPU time.Duration
 	for _, r := range reps {
 		r.signal(syscall.SIGTERM)
+		replicaCPU += r.cmd.ProcessState.UserTime() + r.cmd.ProcessState.SystemTime()
 	}
 	if got := ep.finishedCount(); got < n {
 		b.Errorf("endpoint finished %d of %d requests", got, n)
 	}
-	return float64(n) / last.Sub(start).Seconds()
+	perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
+	return scaleResult{tput: float64(n) / last.Sub(start).Seconds(), replicaCPU: perReq(replicaCPU), benchCPU: perReq(bench)}
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkScaleOut measures aggregate throughput of 1, 2 and 3 replica
-// processes for a persona that waits 50 ms and for a no-op persona, and
-// reports efficiency = throughput(N) / (N × throughput(1)).
+// processes for a persona that waits 50 ms (with the default 16 slots per
+// replica, and with 4 slots so that 3 replicas stay far from this
+// machine's CPU limit) and for a no-op persona, and reports efficiency =
+// throughput(N) / (N × throughput(1)) and the CPU each request costs.
 func BenchmarkScaleOut(b *testing.B) {
 	bin := scaleBinary(b)
-	b.Logf("GOMAXPROCS=%d NumCPU=%d; nats-server in process (R1, file storage); %d slots per replica",
-		runtime.GOMAXPROCS(0), runtime.NumCPU(), scaleSlots)
+	b.Logf("GOMAXPROCS=%d NumCPU=%d; nats-server in process (R1, file storage)", runtime.GOMAXPROCS(0), runtime.NumCPU())
 	for _, sync := range scaleSyncs {
 		b.Run("Sync="+sync, func(b *testing.B) {
 			e := newScaleEnv(b, bin, sync)
-			for _, h := range []struct {
-				name       string
-				work       time.Duration
-				perReplica int // requests per replica: the backlog grows with N
-			}{
-				{"Wait50ms", 50 * time.Millisecond, 1500},
-				{"NoOp", 0, 2000},
+			for _, c := range []scaleCase{
+				{"Wait50ms", 50 * time.Millisecond, 16, 1500},
+				{"Wait50msSlots4", 50 * time.Millisecond, 4, 400},
+				{"NoOp", 0, 16, 2000},
 			} {
-				b.Run(h.name, func(b *testing.B) { e.scaleOut(b, h.name, h.work, h.perReplica) })
+				b.Run(c.name, func(b *testing.B) { e.scaleOut(b, c) })
 			}
 		})
 	}
 }
 
-func (e *scaleEnv) scaleOut(b *testing.B, name string, work time.Duration, perReplica int) {
+func (e *scaleEnv) scaleOut(b *testing.B, c scaleCase) {
 	var one float64
 	for replicas := 1; replicas <= 3; replicas++ {
 		b.Run(fmt.Sprintf("Replicas=%d", replicas), func(b *testing.B) {
-			var tput float64
+			var res scaleResult
 			for range b.N {
-				tput = e.throughput(b, work, replicas, perReplica*replicas)
+				res = e.throughput(b, c, replicas)
 			}
 			if replicas == 1 {
-				one = tput
+				one = res.tput
 			}
-			b.ReportMetric(tput, "req/s")
+			b.ReportMetric(res.tput, "req/s")
+			b.ReportMetric(res.replicaCPU, "replica-cpu-ms/req")
+			b.ReportMetric(res.benchCPU, "server-cpu-ms/req")
 			b.ReportMetric(0, "ns/op")
 			if one > 0 {
-				eff := tput / (float64(replicas) * one)
+				eff := res.tput / (float64(replicas) * one)
 				b.ReportMetric(eff, "efficiency")
-				b.Logf("sync %s, %s: %d replica(s), %d requests: %.0f req/s, efficiency %.2f",
-					e.sync, name, replicas, perReplica*replicas, tput, eff)
+				b.Logf("sync %s, %s: %d replica(s) × %d slots, %d requests: %.0f req/s, efficiency %.2f; CPU per request: replicas %.2f ms, nats-server+bench %.2f ms",
+					e.sync, c.name, replicas, c.slots, c.perReplica*replicas, res.tput, eff, res.replicaCPU, res.benchCPU)
 			}
 		})
 	}
@@ -580,8 +614,8 @@ func (e *scaleEnv) failover(b *testing.B) {
 	const n = 2000
 	run := e.newRun(b)
 	epA, epB := newScaleEndpoint(b, 50*time.Millisecond), newScaleEndpoint(b, 50*time.Millisecond)
-	a := e.startReplica(b, "A", run.config(b, "A", epA.url, scaleAckWait))
-	bb := e.startReplica(b, "B", run.config(b, "B", epB.url, scaleAckWait))
+	a := e.startReplica(b, "A", run.config(b, "A", epA.url, scaleSlots, scaleAckWait))
+	bb := e.startReplica(b, "B", run.config(b, "B", epB.url, scaleSlots, scaleAckWait))
 	a.waitReady(b)
 	bb.waitReady(b)
 	seqs := run.publish(b, n)

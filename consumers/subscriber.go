@@ -29,6 +29,13 @@ type SubscriberConfig struct {
 	// DrainTimeout is how long Close lets in-flight messages finish before
 	// cancelling them with ErrShuttingDown and releasing them. Default: 30s.
 	DrainTimeout time.Duration
+	// HoldUnder: a retry delay up to this long is served by keeping the
+	// message (heartbeating it) and sending a plain Nak when it is due,
+	// instead of NakWithDelay: nats-server re-arms its redelivery timer on
+	// every nak, so under a steady stream of naks a NakWithDelay comes back
+	// tens of ms to seconds late (BENCHMARKS.md). Longer delays use
+	// NakWithDelay. Default: 5s; negative: always NakWithDelay.
+	HoldUnder time.Duration
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
 }
@@ -42,6 +49,9 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.HoldUnder == 0 {
+		c.HoldUnder = 5 * time.Second
 	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()

@@ -25,6 +25,7 @@ type subscription struct {
 	out      chan *message.Message
 	tokens   chan struct{} // one token per free worker slot
 	inflight *inflightSet
+	holds    holdSet
 
 	// runCtx parents every message context. It outlives the Subscribe
 	// context so a router shutdown drains instead of cutting work off; Close
@@ -212,9 +213,14 @@ func (s *subscription) ack(wm *message.Message, m jetstream.Msg) {
 
 func (s *subscription) nak(wm *message.Message, m jetstream.Msg) {
 	var err error
-	if d := nakDelay(wm, time.Now()); d > 0 {
+	d := nakDelay(wm, time.Now())
+	switch {
+	case d > 0 && d <= s.cfg.HoldUnder:
+		s.holds.hold(s, m, d)
+		return
+	case d > 0:
 		err = m.NakWithDelay(d)
-	} else {
+	default:
 		err = m.Nak()
 	}
 	if err != nil {
@@ -235,6 +241,7 @@ func (s *subscription) close() {
 		}
 		close(s.hardStop)
 		s.settleWG.Wait()
+		s.holds.releaseAll(s)
 		s.cancelRun(ErrShuttingDown)
 		<-s.beatDone
 	})
