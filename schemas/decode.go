@@ -9,11 +9,17 @@ import (
 // DecodeRequest decodes and validates a PersonaRequest. See the package
 // documentation for the checks and the errors they return.
 func DecodeRequest(data []byte) (*PersonaRequest, error) {
+	if v, ok := fastDecodeRequest(data); ok {
+		return v, nil
+	}
 	return decode[PersonaRequest](requestSchema, data)
 }
 
 // DecodeOutcome decodes and validates an OutcomeEvent.
 func DecodeOutcome(data []byte) (*OutcomeEvent, error) {
+	if v, ok := fastDecodeOutcome(data); ok {
+		return v, nil
+	}
 	return decode[OutcomeEvent](outcomeSchema, data)
 }
 

@@ -18,8 +18,12 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z","progress_total":1e2}`))
 	f.Add([]byte(`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00+23:59","input":null,"policy_overrides":{}}`))
 	f.Add([]byte(`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","PERSONA":"a.b","created_at":"2025-01-01T00:00:00Z"}`))
+	for _, s := range fastSeedsRequest {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkDecoded(t, data, schemas.DecodeRequest)
+		requireFastSound(t, data, schemas.FastDecodeRequest, schemas.FullDecodeRequest)
 	})
 }
 

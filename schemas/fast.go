@@ -1,0 +1,528 @@
+package schemas
+
+import (
+	"encoding/json"
+	"math"
+	"unicode/utf8"
+)
+
+// The fast paths below decode a message with json.Unmarshal alone and then
+// check the decoded value by hand against everything its schema and check
+// demand. They answer only "valid" (and return the value json.Unmarshal
+// produced, which is exactly what the full path returns) or "not sure": any
+// doubt, including every invalid message, sends the input to the full path,
+// which finds and reports the error. So the fast path changes speed, never
+// the accepted set or an error.
+//
+// What json.Unmarshal does not tell us is recovered from one pass over the
+// (by then known to be valid) JSON text, by fastScan:
+//   - key spelling: json.Unmarshal matches keys case-insensitively (and
+//     folds "ſ" and "K"), the schema does not. Keys must be exactly a known
+//     name, unescaped, or we fall back;
+//   - duplicate keys: json.Unmarshal merges duplicate objects, the schema
+//     sees the last one. Any duplicate falls back;
+//   - null: json.Unmarshal leaves a string, number, time or struct unchanged
+//     on null, the schema rejects it. A null anywhere but inside "input"
+//     falls back;
+//   - presence: a zero value cannot tell an absent optional field from one
+//     present with a value the schema rejects (max_attempts: 0);
+//   - date-times: the raw text, which must have RFC 3339 shape (rfc3339).
+
+// fastDecodeRequest returns the request and true if data is certainly valid.
+func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
+	if len(data) > MaxPayloadBytes {
+		return nil, false
+	}
+	v := new(PersonaRequest)
+	if json.Unmarshal(data, v) != nil {
+		return nil, false
+	}
+	sc := fastScan{data: data}
+	top, ok := sc.object(requestKeys[:], func(k int) bool {
+		switch k {
+		case reqInput:
+			return sc.skip(true)
+		case reqAgents:
+			_, ok := sc.object(agentsKeys[:], func(int) bool { return sc.skip(false) })
+			return ok
+		case reqPolicyOverrides:
+			var ok bool
+			sc.overrides, ok = sc.object(overridesKeys[:], func(int) bool { return sc.skip(false) })
+			return ok
+		case reqCreatedAt:
+			return sc.dateTime()
+		}
+		return sc.skip(false)
+	})
+	if !ok || !sc.end() || top&requestRequired != requestRequired {
+		return nil, false
+	}
+	if v.SchemaVersion != Version ||
+		!runesIn(v.RequestID, 1, 256) ||
+		!safeToken(v.TaskID) || !safeToken(v.Step) || !safeToken(v.Persona) ||
+		!runesIn(v.Policy, 0, 64) ||
+		!runesIn(v.CorrelationID, 0, 256) ||
+		v.ProgressTotal < 0 || v.ProgressTotal > math.MaxInt32 {
+		return nil, false
+	}
+	if top&(1<<reqAgents) != 0 && (!runesIn(v.Agents.Primary, 1, 256) || !runesIn(v.Agents.Fallback, 0, 256)) {
+		return nil, false
+	}
+	if top&(1<<reqPolicyOverrides) != 0 && !overridesValid(v.PolicyOverrides, sc.overrides) {
+		return nil, false
+	}
+	return v, true
+}
+
+func overridesValid(o *PolicyOverrides, present uint64) bool {
+	if o == nil {
+		return false
+	}
+	if present&(1<<ovMaxAttempts) != 0 && (o.MaxAttempts < 1 || o.MaxAttempts > 100) {
+		return false
+	}
+	if present&(1<<ovAttemptTimeout) != 0 && (o.AttemptTimeoutMs < 1 || o.AttemptTimeoutMs > 86_400_000) {
+		return false
+	}
+	if len(o.BackoffMs) > 100 || len(o.NonRetryable) > 100 {
+		return false
+	}
+	for _, b := range o.BackoffMs {
+		if b < 0 || b > 86_400_000 {
+			return false
+		}
+	}
+	for _, s := range o.NonRetryable {
+		if !runesIn(s, 1, 256) {
+			return false
+		}
+	}
+	return true
+}
+
+// fastDecodeOutcome returns the event and true if data is certainly valid.
+func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
+	if len(data) > MaxPayloadBytes {
+		return nil, false
+	}
+	v := new(OutcomeEvent)
+	if json.Unmarshal(data, v) != nil {
+		return nil, false
+	}
+	sc := fastScan{data: data}
+	var progress uint64
+	top, ok := sc.object(outcomeKeys[:], func(k int) bool {
+		switch k {
+		case outProgress:
+			var ok bool
+			progress, ok = sc.object(progressKeys[:], func(int) bool { return sc.skip(false) })
+			return ok
+		case outAt:
+			return sc.dateTime()
+		}
+		return sc.skip(false)
+	})
+	if !ok || !sc.end() || top&outcomeRequired != outcomeRequired {
+		return nil, false
+	}
+	if v.SchemaVersion != Version ||
+		!runesIn(v.RequestID, 1, 256) ||
+		!safeToken(v.TaskID) || !safeToken(v.Step) || !safeToken(v.Persona) ||
+		!knownOutcome(v.Outcome) ||
+		v.Attempts < 0 || v.Attempts > math.MaxInt32 ||
+		!runesIn(v.Agent, 0, 256) ||
+		v.DurationMs < 0 ||
+		!runesIn(v.CorrelationID, 0, 256) {
+		return nil, false
+	}
+	if top&(1<<outReason) != 0 && !knownReason(v.Reason) {
+		return nil, false
+	}
+	if top&(1<<outProgress) != 0 {
+		p := v.Progress
+		if p == nil || progress != 1<<progCompleted|1<<progTotal ||
+			p.Completed < 0 || p.Completed > math.MaxInt32 || p.Total < 0 || p.Total > math.MaxInt32 {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func knownOutcome(o Outcome) bool {
+	switch o {
+	case OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated:
+		return true
+	}
+	return false
+}
+
+func knownReason(r Reason) bool {
+	switch r {
+	case ReasonExhausted, ReasonTerminal, ReasonInvalidMessage, ReasonDeferred,
+		ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries:
+		return true
+	}
+	return false
+}
+
+// Key tables, indexed by the bit each key sets in an object's presence mask.
+const (
+	reqSchemaVersion = iota
+	reqRequestID
+	reqTaskID
+	reqStep
+	reqPersona
+	reqAgents
+	reqInput
+	reqPolicy
+	reqPolicyOverrides
+	reqProgressTotal
+	reqCorrelationID
+	reqCreatedAt
+	numRequestKeys
+)
+
+var requestKeys = [numRequestKeys]string{
+	reqSchemaVersion: "schema_version", reqRequestID: "request_id", reqTaskID: "task_id",
+	reqStep: "step", reqPersona: "persona", reqAgents: "agents", reqInput: "input",
+	reqPolicy: "policy", reqPolicyOverrides: "policy_overrides", reqProgressTotal: "progress_total",
+	reqCorrelationID: "correlation_id", reqCreatedAt: "created_at",
+}
+
+const requestRequired = 1<<reqSchemaVersion | 1<<reqRequestID | 1<<reqTaskID |
+	1<<reqStep | 1<<reqPersona | 1<<reqCreatedAt
+
+var agentsKeys = [...]string{"primary", "fallback"}
+
+const (
+	ovMaxAttempts = iota
+	ovAttemptTimeout
+	ovBackoff
+	ovNonRetryable
+	numOverridesKeys
+)
+
+var overridesKeys = [numOverridesKeys]string{
+	ovMaxAttempts: "max_attempts", ovAttemptTimeout: "attempt_timeout_ms",
+	ovBackoff: "backoff_ms", ovNonRetryable: "non_retryable",
+}
+
+const (
+	outSchemaVersion = iota
+	outRequestID
+	outTaskID
+	outStep
+	outPersona
+	outOutcome
+	outReason
+	outAttempts
+	outAgent
+	outProgress
+	outLastError
+	outDurationMs
+	outCorrelationID
+	outQuarantineSeq
+	outAt
+	numOutcomeKeys
+)
+
+var outcomeKeys = [numOutcomeKeys]string{
+	outSchemaVersion: "schema_version", outRequestID: "request_id", outTaskID: "task_id",
+	outStep: "step", outPersona: "persona", outOutcome: "outcome", outReason: "reason",
+	outAttempts: "attempts", outAgent: "agent", outProgress: "progress", outLastError: "last_error",
+	outDurationMs: "duration_ms", outCorrelationID: "correlation_id",
+	outQuarantineSeq: "quarantine_seq", outAt: "at",
+}
+
+const outcomeRequired = 1<<outSchemaVersion | 1<<outRequestID | 1<<outTaskID | 1<<outStep |
+	1<<outPersona | 1<<outOutcome | 1<<outAttempts | 1<<outDurationMs | 1<<outAt
+
+const (
+	progCompleted = iota
+	progTotal
+)
+
+var progressKeys = [...]string{progCompleted: "completed", progTotal: "total"}
+
+// runesIn reports whether s has between lo and hi runes, counted as the
+// schema library counts them (after json.Unmarshal has replaced invalid
+// UTF-8, as the full path's decoder does too).
+func runesIn(s string, lo, hi int) bool {
+	if len(s) < lo {
+		return false
+	}
+	if len(s) <= hi && len(s) >= lo && isASCII(s) {
+		return true
+	}
+	n := utf8.RuneCountInString(s)
+	return n >= lo && n <= hi
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// safeToken is ^[A-Za-z0-9_-]+$ with 1 to 256 characters.
+func safeToken(s string) bool {
+	if len(s) < 1 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// fastScan walks JSON text that json.Unmarshal has already accepted. It
+// still never indexes out of range, so that a mistake costs a fall back,
+// not a panic.
+type fastScan struct {
+	data      []byte
+	i         int
+	overrides uint64 // presence mask of policy_overrides, set by the request scan
+}
+
+func (s *fastScan) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *fastScan) peek() byte {
+	s.ws()
+	if s.i < len(s.data) {
+		return s.data[s.i]
+	}
+	return 0
+}
+
+// end reports whether only whitespace is left.
+func (s *fastScan) end() bool {
+	s.ws()
+	return s.i == len(s.data)
+}
+
+// object scans an object whose every key is, byte for byte, one of names,
+// at most once, and calls value with the key's index to scan its value.
+// It returns the mask of keys seen.
+func (s *fastScan) object(names []string, value func(k int) bool) (uint64, bool) {
+	if s.peek() != '{' {
+		return 0, false
+	}
+	s.i++
+	var seen uint64
+	if s.peek() == '}' {
+		s.i++
+		return seen, true
+	}
+	for {
+		key, escaped, ok := s.str()
+		if !ok || escaped {
+			return 0, false
+		}
+		k := indexOf(names, key)
+		if k < 0 || seen&(1<<k) != 0 {
+			return 0, false
+		}
+		seen |= 1 << k
+		if s.peek() != ':' {
+			return 0, false
+		}
+		s.i++
+		if !value(k) {
+			return 0, false
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return seen, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+func indexOf(names []string, key []byte) int {
+	for i, n := range names {
+		if n == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// str scans a string and returns its raw contents, and whether they hold
+// an escape.
+func (s *fastScan) str() (raw []byte, escaped, ok bool) {
+	if s.peek() != '"' {
+		return nil, false, false
+	}
+	s.i++
+	start := s.i
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case '"':
+			raw = s.data[start:s.i]
+			s.i++
+			return raw, escaped, true
+		case '\\':
+			escaped = true
+			s.i += 2
+		default:
+			s.i++
+		}
+	}
+	return nil, false, false
+}
+
+// dateTime scans a string value that must be an unescaped RFC 3339
+// date-time; json.Unmarshal has already parsed it into a time.Time.
+func (s *fastScan) dateTime() bool {
+	raw, escaped, ok := s.str()
+	return ok && !escaped && rfc3339Shape(raw)
+}
+
+// skip scans any value; a null (at any depth) fails unless nullOK.
+func (s *fastScan) skip(nullOK bool) bool {
+	switch c := s.peek(); c {
+	case '"':
+		_, _, ok := s.str()
+		return ok
+	case '{':
+		s.i++
+		if s.peek() == '}' {
+			s.i++
+			return true
+		}
+		for {
+			if _, _, ok := s.str(); !ok || s.peek() != ':' {
+				return false
+			}
+			s.i++
+			if !s.skip(nullOK) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case '[':
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return true
+		}
+		for {
+			if !s.skip(nullOK) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case 'n':
+		if !nullOK {
+			return false
+		}
+		return s.literal("null")
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	default:
+		if c != '-' && (c < '0' || c > '9') {
+			return false
+		}
+		for s.i < len(s.data) {
+			switch s.data[s.i] {
+			case '-', '+', '.', 'e', 'E', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				s.i++
+			default:
+				return true
+			}
+		}
+		return true
+	}
+}
+
+func (s *fastScan) literal(lit string) bool {
+	if len(s.data)-s.i < len(lit) || string(s.data[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// rfc3339Shape is rfc3339.Match without the regexp:
+// ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$
+func rfc3339Shape(b []byte) bool {
+	const head = "dddd-dd-ddTdd:dd:dd"
+	if len(b) < len(head)+1 {
+		return false
+	}
+	for i := 0; i < len(head); i++ {
+		if !shapeByte(head[i], b[i]) {
+			return false
+		}
+	}
+	b = b[len(head):]
+	if b[0] == '.' {
+		n := 1
+		for n < len(b) && isDigit(b[n]) {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		b = b[n:]
+	}
+	if len(b) == 1 {
+		return b[0] == 'Z'
+	}
+	const zone = "+dd:dd"
+	if len(b) != len(zone) || b[0] != '+' && b[0] != '-' {
+		return false
+	}
+	for i := 1; i < len(zone); i++ {
+		if !shapeByte(zone[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func shapeByte(want, c byte) bool {
+	if want == 'd' {
+		return isDigit(c)
+	}
+	return c == want
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -1,0 +1,146 @@
+package schemas_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/schemas"
+)
+
+// requireFastSound holds for any input: what the fast path accepts, the
+// full path accepts too, as the same value.
+func requireFastSound[T any](t *testing.T, data []byte, fast func([]byte) (*T, bool), full func([]byte) (*T, error)) {
+	t.Helper()
+	got, ok := fast(data)
+	if !ok {
+		require.Nil(t, got)
+		return
+	}
+	want, err := full(data)
+	require.NoError(t, err, "fast path accepted what the schema rejects: %q", data)
+	require.Empty(t, cmp.Diff(want, got), "input: %q", data)
+}
+
+func FuzzFastRequest(f *testing.F) {
+	seedFuzz(f, validRequest())
+	for _, s := range fastSeedsRequest {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		requireFastSound(t, data, schemas.FastDecodeRequest, schemas.FullDecodeRequest)
+	})
+}
+
+func FuzzFastOutcome(f *testing.F) {
+	seedFuzz(f, validOutcome())
+	for _, s := range fastSeedsOutcome {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		requireFastSound(t, data, schemas.FastDecodeOutcome, schemas.FullDecodeOutcome)
+	})
+}
+
+const minReq = `"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z"`
+
+// fastSeedsRequest are valid requests and near misses that json.Unmarshal
+// alone would accept.
+var fastSeedsRequest = []string{
+	`{` + minReq + `}`,
+	` {` + minReq + `,"agents":{"primary":"a","fallback":""},"input":null,"policy":"","policy_overrides":{},"progress_total":0,"correlation_id":""} `,
+	`{` + minReq + `,"policy_overrides":{"max_attempts":100,"attempt_timeout_ms":86400000,"backoff_ms":[0,86400000],"non_retryable":["E"]}}`,
+	`{` + minReq + `,"input":{"a":[null,1.5e3,"\u00e9",true,false,{}]}}`,
+	`{` + minReq + `,"Persona":"p"}`,
+	`{` + minReq + `,"ſtep":"s"}`,
+	`{` + minReq + `,"persona":"x"}`,
+	`{` + minReq + `,"agents":{"primary":"a"},"agents":{"fallback":"b"}}`,
+	`{` + minReq + `,"agents":{"primary":"a","PRIMARY":"b"}}`,
+	`{` + minReq + `,"agents":{}}`,
+	`{` + minReq + `,"agents":null}`,
+	`{` + minReq + `,"policy":null}`,
+	`{` + minReq + `,"policy_overrides":null}`,
+	`{` + minReq + `,"policy_overrides":{"max_attempts":0}}`,
+	`{` + minReq + `,"policy_overrides":{"max_attempts":-0}}`,
+	`{` + minReq + `,"policy_overrides":{"attempt_timeout_ms":0}}`,
+	`{` + minReq + `,"policy_overrides":{"backoff_ms":[null]}}`,
+	`{` + minReq + `,"policy_overrides":{"backoff_ms":null}}`,
+	`{` + minReq + `,"policy_overrides":{"non_retryable":[""]}}`,
+	`{` + minReq + `,"progress_total":2147483648}`,
+	`{` + minReq + `,"progress_total":-0}`,
+	`{` + minReq + `,"correlation_id":"\u00e9\ud800"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"0001-01-01T00:00:00Z"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00.5+01:00"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00\u005a"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":null}`,
+	`{"schema_version":1,"request_id":null,"task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z"}`,
+	`{"\u0073chema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z"}`,
+}
+
+const minOut = `"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","outcome":"succeeded","attempts":0,"duration_ms":0,"at":"2025-01-01T00:00:00Z"`
+
+var fastSeedsOutcome = []string{
+	`{` + minOut + `}`,
+	`{` + minOut + `,"reason":"exhausted","agent":"","progress":{"completed":0,"total":0},"last_error":"","correlation_id":"","quarantine_seq":18446744073709551615}`,
+	`{` + minOut + `,"reason":""}`,
+	`{` + minOut + `,"reason":null}`,
+	`{` + minOut + `,"progress":{}}`,
+	`{` + minOut + `,"progress":{"total":1}}`,
+	`{` + minOut + `,"progress":null}`,
+	`{` + minOut + `,"attempts":2147483648}`,
+	`{` + minOut + `,"Outcome":"failed"}`,
+	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","outcome":"succeeded","duration_ms":0,"at":"2025-01-01T00:00:00Z"}`,
+}
+
+// TestFastPathTakesValidMessages guards the speed-up itself: well-formed
+// messages must not fall back, and every seed must be sound.
+func TestFastPathTakesValidMessages(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []*schemas.PersonaRequest{validRequest(), schemas.NewRequest("T-1", "plan", "planner")} {
+		data, err := schemas.Encode(msg)
+		require.NoError(t, err)
+		got, ok := schemas.FastDecodeRequest(data)
+		require.True(t, ok, "%s", data)
+		require.Empty(t, cmp.Diff(msg, got))
+	}
+	data, err := schemas.Encode(validOutcome())
+	require.NoError(t, err)
+	got, ok := schemas.FastDecodeOutcome(data)
+	require.True(t, ok, "%s", data)
+	require.Empty(t, cmp.Diff(validOutcome(), got))
+
+	for _, s := range []string{fastSeedsRequest[0], fastSeedsRequest[1], fastSeedsRequest[2], fastSeedsRequest[3]} {
+		_, ok := schemas.FastDecodeRequest([]byte(s))
+		require.True(t, ok, "%s", s)
+	}
+	for _, s := range fastSeedsOutcome[:2] {
+		_, ok := schemas.FastDecodeOutcome([]byte(s))
+		require.True(t, ok, "%s", s)
+	}
+	for _, s := range fastSeedsRequest {
+		requireFastSound(t, []byte(s), schemas.FastDecodeRequest, schemas.FullDecodeRequest)
+	}
+	for _, s := range fastSeedsOutcome {
+		requireFastSound(t, []byte(s), schemas.FastDecodeOutcome, schemas.FullDecodeOutcome)
+	}
+}
+
+// TestFastPathSameErrors checks that DecodeRequest's answer, error text
+// included, is the full path's for every seed.
+func TestFastPathSameErrors(t *testing.T) {
+	t.Parallel()
+	for _, s := range fastSeedsRequest {
+		got, gotErr := schemas.DecodeRequest([]byte(s))
+		want, wantErr := schemas.FullDecodeRequest([]byte(s))
+		require.Equal(t, wantErr, gotErr, "%s", s)
+		require.Empty(t, cmp.Diff(want, got), "%s", s)
+	}
+	for _, s := range fastSeedsOutcome {
+		got, gotErr := schemas.DecodeOutcome([]byte(s))
+		want, wantErr := schemas.FullDecodeOutcome([]byte(s))
+		require.Equal(t, wantErr, gotErr, "%s", s)
+		require.Empty(t, cmp.Diff(want, got), "%s", s)
+	}
+}
