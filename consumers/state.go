@@ -16,7 +16,7 @@ import (
 type verdict uint8
 
 const (
-	verdictNone verdict = iota
+	_ verdict = iota // the zero value: no verdict reached (apply releases it)
 	// verdictAck: succeeded (or a duplicate of a step already done).
 	verdictAck
 	// verdictRetry: NakWithDelay(delay) for the next attempt.

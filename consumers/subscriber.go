@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -143,6 +142,3 @@ func (s *Subscriber) InFlight() int {
 	}
 	return n
 }
-
-// errStopped ends the fetch loop.
-var errStopped = errors.New("stopped")
