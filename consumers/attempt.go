@@ -42,7 +42,9 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		return false
 	}
 	t0 := time.Now()
-	begun, err := r.ledger.Begin(ctx, stepKey(st.req), st.req.RequestID)
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID)
 	r.obs.LedgerCall("begin", time.Since(t0), err)
 	r.health.ledgerResult(err)
 	switch {
@@ -107,7 +109,9 @@ func (r *Runtime) spent(st *attemptState) {
 func (r *Runtime) finish(st *attemptState) {
 	opts := finishOptions(st)
 	t0 := time.Now()
-	err := r.ledger.Finish(context.Background(), stepKey(st.req), st.attempt, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	err := r.ledger.Finish(ctx, stepKey(st.req), st.attempt, opts)
 	r.obs.LedgerCall("finish", time.Since(t0), err)
 	if err != nil {
 		r.health.ledgerResult(err)
@@ -122,6 +126,11 @@ func (r *Runtime) finishUncounted(st *attemptState, n int) {
 		st.log.Warn().Err(err).Msg("ledger did not release the attempt")
 	}
 }
+
+// ledgerTimeout bounds one ledger call, so a Redis outage releases work
+// within seconds instead of holding every worker slot while the client
+// retries its connection.
+const ledgerTimeout = 3 * time.Second
 
 // releaseDelay grows with deliveries so a long ledger outage does not spin.
 func releaseDelay(delivered uint64) time.Duration {

@@ -39,9 +39,11 @@ type agent struct {
 	shutdown context.CancelFunc
 	ctx      context.Context
 
-	mu    sync.Mutex
-	calls []*call
-	kills []kill
+	mu      sync.Mutex
+	calls   []*call
+	kills   []kill
+	aliases map[string]string    // replica IP → alias, once known
+	tried   map[string]time.Time // replica IP → last failed lookup
 }
 
 // call is one HTTP attempt.
@@ -61,7 +63,8 @@ func newAgent(gateway string, lookup func(ip string) *containers.Replica) (*agen
 		return nil, fmt.Errorf("agent: listen on the network gateway %s: %w", gateway, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &agent{URL: "http://" + ln.Addr().String(), ln: ln, lookup: lookup, ctx: ctx, shutdown: cancel}
+	a := &agent{URL: "http://" + ln.Addr().String(), ln: ln, lookup: lookup, ctx: ctx,
+		aliases: map[string]string{}, tried: map[string]time.Time{}, shutdown: cancel}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /work", a.work)
 	mux.HandleFunc("POST /crash", a.crash)
@@ -86,10 +89,7 @@ func (a *agent) begin(w http.ResponseWriter, r *http.Request) (*call, *handlers.
 		return nil, nil, false
 	}
 	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	c := &call{Path: r.URL.Path, RequestID: env.Request.RequestID, IP: ip, From: ip, Attempt: env.Attempt, Start: time.Now()}
-	if rep := a.lookup(ip); rep != nil {
-		c.From = rep.Alias()
-	}
+	c := &call{Path: r.URL.Path, RequestID: env.Request.RequestID, IP: ip, From: a.alias(ip), Attempt: env.Attempt, Start: time.Now()}
 	a.mu.Lock()
 	a.calls = append(a.calls, c)
 	a.mu.Unlock()
@@ -199,11 +199,52 @@ func (a *agent) killedBetween(ip string, from, to time.Time) bool {
 	return false
 }
 
-// snapshot copies the calls so far; a call whose replica was killed while
-// it ran is marked Killed.
-func (a *agent) snapshot() []call {
+// alias names the replica at ip, or returns ip while it is unknown (a
+// replica takes work a moment before the test registers it). A failed
+// lookup is retried after 200ms at the earliest.
+func (a *agent) alias(ip string) string {
+	a.mu.Lock()
+	name, ok := a.aliases[ip]
+	last := a.tried[ip]
+	a.mu.Unlock()
+	if ok {
+		return name
+	}
+	if time.Since(last) < 200*time.Millisecond {
+		return ip
+	}
+	rep := a.lookup(ip)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if rep == nil {
+		a.tried[ip] = time.Now()
+		return ip
+	}
+	a.aliases[ip] = rep.Alias()
+	return rep.Alias()
+}
+
+// snapshot copies the calls so far, naming their replicas; a call whose
+// replica was killed while it ran is marked Killed.
+func (a *agent) snapshot() []call {
+	a.mu.Lock()
+	var unknown []string
+	for _, c := range a.calls {
+		if c.From == c.IP {
+			unknown = append(unknown, c.IP)
+		}
+	}
+	a.mu.Unlock()
+	for _, ip := range unknown {
+		a.alias(ip)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.calls {
+		if name, ok := a.aliases[c.IP]; ok {
+			c.From = name
+		}
+	}
 	out := make([]call, len(a.calls))
 	for i, c := range a.calls {
 		out[i] = *c

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -119,13 +118,6 @@ func (o *observer) quarantined(id string) []*schemas.QuarantineRecord {
 	return slices.Clone(o.records[id])
 }
 
-// allRecords returns every quarantine record seen, by key.
-func (o *observer) allRecords() map[string][]*schemas.QuarantineRecord {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return maps.Clone(o.records)
-}
-
 // outcome returns id's last outcome event (nil if none).
 func (o *observer) outcome(id string) *schemas.OutcomeEvent {
 	o.mu.Lock()
@@ -179,9 +171,18 @@ func (t tally) reasons() string {
 	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 }
 
+// infra renders infraRedeliveries, or n/a when the broker's delivery
+// counters went backwards (a NATS crash) and the difference means nothing.
+func (t tally) infra() string {
+	if t.infraRedeliveries() < 0 {
+		return "n/a"
+	}
+	return fmt.Sprint(t.infraRedeliveries())
+}
+
 func (t tally) String() string {
-	return fmt.Sprintf("published %d, succeeded %d, quarantined %s, attempts %d, deliveries %d (redelivered %d, of which not a counted attempt %d)",
-		t.published, t.succeeded, t.reasons(), t.attempts, t.deliveries, t.redelivered(), t.infraRedeliveries())
+	return fmt.Sprintf("published %d, succeeded %d, quarantined %s, attempts %d, deliveries %d (redelivered %d, of which not a counted attempt %s)",
+		t.published, t.succeeded, t.reasons(), t.attempts, t.deliveries, t.redelivered(), t.infra())
 }
 
 // settle waits until every request has reached a terminal place, then
@@ -204,6 +205,15 @@ func (e *env) settle(reqs []*schemas.PersonaRequest, timeout time.Duration) tall
 		}
 		if n != last {
 			last, lastChange = n, time.Now()
+		}
+		if time.Since(lastChange) > 15*time.Second {
+			// Stalled: if the work queue is empty and the ledger holds a
+			// success for every request left, nothing is running any more —
+			// those requests were acked as succeeded without an outcome
+			// event. Say so now rather than at the deadline.
+			if msg := e.silentSuccesses(reqs); msg != "" {
+				e.t.Fatal(msg)
+			}
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("invariant 1: %d of %d requests never reached a terminal place within %s (no progress for %s):\n%s",
@@ -247,6 +257,34 @@ func recordIDs(recs []*schemas.QuarantineRecord) string {
 		ids = append(ids, fmt.Sprintf("%s@%s", r.ID, r.Reason))
 	}
 	return strings.Join(ids, ", ")
+}
+
+// silentSuccesses returns a failure message when the requests stream is
+// drained and every request without a terminal place has a success marker
+// in the ledger: acked as succeeded, but no succeeded outcome event was
+// ever published for it (fixed in ff26363; TestRepeatedKillsOfBusyReplica
+// guards it). Empty otherwise.
+func (e *env) silentSuccesses(reqs []*schemas.PersonaRequest) string {
+	if ok, _ := e.drained(); !ok {
+		return ""
+	}
+	var silent []string
+	for _, r := range reqs {
+		if len(e.obs.succeeded(r.RequestID)) > 0 || len(e.obs.quarantined(r.RequestID)) > 0 {
+			continue
+		}
+		_, st, err := e.ledger().History(e.ctx, stepKey(r))
+		if err != nil || !st.Done {
+			return ""
+		}
+		silent = append(silent, fmt.Sprintf("%s (%s, task %s, ledger attempts %d)", r.RequestID, r.Persona, r.TaskID, st.Attempts))
+	}
+	if len(silent) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("invariant 1: %d request(s) were acked as succeeded (ledger success marker set, work queue empty) "+
+		"but no succeeded outcome event was ever published — a replica died between recording the success and publishing "+
+		"the event, and the redelivery was acked as a duplicate without publishing it:\n  %s", len(silent), strings.Join(silent, "\n  "))
 }
 
 // unsettled describes the requests without a terminal place: what the
@@ -407,15 +445,6 @@ func newRequests(prefix, persona string, n int, input string) []*schemas.Persona
 			r.Input = []byte(input)
 		}
 		out[i] = r
-	}
-	return out
-}
-
-// byPersona groups reqs by persona.
-func byPersona(reqs []*schemas.PersonaRequest) map[string][]*schemas.PersonaRequest {
-	out := map[string][]*schemas.PersonaRequest{}
-	for _, r := range reqs {
-		out[r.Persona] = append(out[r.Persona], r)
 	}
 	return out
 }

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	version, err := containers.CheckDocker(ctx)
 	cancel()
+	if err != nil {
+		err = errors.New(strings.Join(strings.Fields(err.Error()), " ")) // one line
+	}
 	switch {
 	case err != nil && os.Getenv("CI") != "":
 		fmt.Fprintf(os.Stderr, "integration: FAIL: %v (CI is set, so a missing Docker engine is a failure)\n", err)
@@ -181,7 +184,7 @@ func (e *env) startReplica(alias, config string) (*containers.Replica, error) {
 	start := time.Now()
 	r, err := containers.StartReplica(e.ctx, containers.ReplicaOptions{
 		Image: suite.images.Personaq, Network: e.net, Alias: alias, Config: config,
-		StopTimeout: 20 * time.Second,
+		StopTimeout: 20 * time.Second, Probes: true,
 	})
 	if r != nil {
 		e.mu.Lock()
@@ -231,8 +234,7 @@ func (e *env) dumpLogs() {
 	e.mu.Lock()
 	order := append([]string(nil), e.order...)
 	e.mu.Unlock()
-	dir := filepath.Join(os.TempDir(), "personaq-integration", sanitize(e.t.Name()))
-	_ = os.RemoveAll(dir)
+	dir := filepath.Join(os.TempDir(), "personaq-integration", sanitize(e.t.Name())+"-"+time.Now().Format("150405"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
@@ -305,19 +307,27 @@ func record(t *testing.T, start time.Time, tl tally, notes ...string) {
 	resultsMu.Unlock()
 }
 
+// printResults prints the scenarios' table (the README's "Fault
+// scenarios" counts) and writes it to personaq-integration/summary.md
+// under the temporary directory.
 func printResults() {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	if len(results) == 0 {
 		return
 	}
-	fmt.Println("\n| scenario | published | succeeded | quarantined (by reason) | attempts | deliveries | redelivered (not a counted attempt) | time | notes |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	var b strings.Builder
+	fmt.Fprintln(&b, "| scenario | published | succeeded | quarantined (by reason) | attempts | deliveries | redelivered (not a counted attempt) | time | notes |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
-		fmt.Printf("| %s | %d | %d | %s | %d | %d | %d (%d) | %.1fs | %s |\n", r.name, r.t.published, r.t.succeeded,
-			r.t.reasons(), r.t.attempts, r.t.deliveries, r.t.redelivered(), r.t.infraRedeliveries(),
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %d | %d (%s) | %.1fs | %s |\n", r.name, r.t.published, r.t.succeeded,
+			r.t.reasons(), r.t.attempts, r.t.deliveries, r.t.redelivered(), r.t.infra(),
 			r.elapsed.Seconds(), strings.Join(r.notes, "; "))
 	}
+	path := filepath.Join(os.TempDir(), "personaq-integration", "summary.md")
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+	fmt.Printf("\n%s\n(also in %s)\n", b.String(), path)
 }
 
 // sortedKeys returns m's keys in order.

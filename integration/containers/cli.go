@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
@@ -56,11 +57,20 @@ func RunCLI(ctx context.Context, opts CLIOptions, args ...string) (CLIResult, er
 			Env:        env,
 			Labels:     map[string]string{Label: "true"},
 			WaitingFor: wait.ForExit().WithExitTimeout(opts.Timeout).WithPollInterval(100 * time.Millisecond),
+			HostConfigModifier: func(hc *container.HostConfig) {
+				hc.ExtraHosts = append(hc.ExtraHosts, opts.Network.Hosts()...)
+			},
 		},
 		Started: true,
 	}
-	if err := opts.Network.join("personaq-cli-" + randomHex(4)).Customize(&req); err != nil {
+	_, join, err := opts.Network.join("personaq-cli-"+randomHex(4), false)
+	if err != nil {
 		return CLIResult{}, err
+	}
+	for _, c := range join {
+		if err := c.Customize(&req); err != nil {
+			return CLIResult{}, err
+		}
 	}
 	ctr, err := testcontainers.GenericContainer(ctx, req)
 	n := &Node{alias: "personaq " + fmt.Sprint(args), ctr: ctr}

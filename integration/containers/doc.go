@@ -10,12 +10,18 @@
 //     named volume, so the attempt ledger survives a stop and start.
 //   - StartReplica: `personaq serve --config FILE` in the personaq image on
 //     a user-defined network, with Stop (SIGTERM, docker stop), Kill
-//     (SIGKILL) and Start/Restart.
+//     (SIGKILL) and Start/Restart; Probes publishes its /metrics, /healthz
+//     and /readyz.
+//   - RunCLI: one personaq command in a one-shot container on the network
+//     (the images have no shell, so `docker exec` cannot run it).
 //
 // Every container joins a user-defined bridge network (NewNetwork) under an
-// alias, and NATS and Redis publish their ports on 127.0.0.1 only, at host
-// ports fixed for the container's life so clients reconnect after a
-// restart. Nothing is sent anywhere else.
+// alias, at a fixed address that survives a stop and start. Replicas find
+// NATS and Redis through /etc/hosts entries, never through DNS, and NATS
+// and Redis publish their ports on 127.0.0.1 only, at host ports fixed for
+// the container's life, so clients on the host reconnect after a restart.
+// A server the test runs on the host for the replicas (an HTTP persona)
+// listens on Network.Gateway. Nothing is sent anywhere else.
 //
 // # Images
 //
@@ -40,8 +46,11 @@
 // the default gateway when it runs inside a container. Call it before
 // anything else, e.g. in TestMain.
 //
-// Containers carry the label io.personaq.integration=true; after an
-// interrupted run, `docker rm -f $(docker ps -aq -f label=io.personaq.integration)`
-// and `docker volume rm $(docker volume ls -q -f label=io.personaq.integration)`
-// remove what is left.
+// Containers, volumes and networks carry the label
+// io.personaq.integration=true; after an interrupted run remove what is left
+// with
+//
+//	docker rm -f $(docker ps -aq -f label=io.personaq.integration)
+//	docker volume rm $(docker volume ls -q -f label=io.personaq.integration)
+//	docker network rm $(docker network ls -q -f label=io.personaq.integration)
 package containers

@@ -99,7 +99,12 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 			WithStartupTimeout(opts.ReadyTimeout).WithPollInterval(100 * time.Millisecond)),
 	}
 	if opts.Network != nil {
-		custom = append(custom, opts.Network.join(opts.Alias))
+		addr, join, err := opts.Network.join(opts.Alias, true)
+		if err != nil {
+			return nil, err
+		}
+		n.addr = addr
+		custom = append(custom, join...)
 	}
 	ctr, err := natsmod.Run(ctx, opts.Image, custom...)
 	if ctr != nil {

@@ -22,6 +22,7 @@ const DefaultStopTimeout = 30 * time.Second
 // embed it; its methods are safe to call from several goroutines.
 type Node struct {
 	alias       string
+	addr        string // fixed address on its network, if any
 	ctr         testcontainers.Container
 	volume      string // named volume removed by Terminate, if any
 	stopTimeout time.Duration
@@ -133,8 +134,13 @@ func (n *Node) Logs(ctx context.Context) (string, error) {
 	return string(b), nil
 }
 
-// IP is the container's address on nw (empty while it is not running).
+// IP is the container's address on nw: the fixed one it was given when it
+// joined nw (also while it is stopped), else what Docker reports (empty
+// while it is not running).
 func (n *Node) IP(ctx context.Context, nw *Network) (string, error) {
+	if n.addr != "" {
+		return n.addr, nil
+	}
 	info, err := n.ctr.Inspect(ctx)
 	if err != nil {
 		return "", fmt.Errorf("inspect %s: %w", n.alias, err)

@@ -81,7 +81,12 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 			WithStartupTimeout(opts.ReadyTimeout).WithPollInterval(100 * time.Millisecond)),
 	}
 	if opts.Network != nil {
-		custom = append(custom, opts.Network.join(opts.Alias))
+		addr, join, err := opts.Network.join(opts.Alias, true)
+		if err != nil {
+			return nil, err
+		}
+		r.addr = addr
+		custom = append(custom, join...)
 	}
 	ctr, err := redismod.Run(ctx, opts.Image, custom...)
 	if ctr != nil {

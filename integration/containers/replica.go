@@ -43,7 +43,13 @@ type ReplicaOptions struct {
 	// ReadyTimeout bounds the wait for ReplicaReadyLine after each start.
 	// Default: 60s.
 	ReadyTimeout time.Duration
+	// Probes runs serve with --metrics-addr :9090 and publishes that port
+	// on 127.0.0.1 (see ProbeURL): /metrics, /healthz, /readyz. Default: off.
+	Probes bool
 }
+
+// probePort is where serve listens for /metrics, /healthz and /readyz.
+const probePort = "9090/tcp"
 
 // Replica is one `personaq serve` container.
 type Replica struct {
@@ -80,11 +86,18 @@ func StartReplica(ctx context.Context, opts ReplicaOptions) (*Replica, error) {
 		r.stopTimeout = DefaultStopTimeout
 	}
 	stopSecs := int(r.stopTimeout.Seconds())
+	cmd := []string{"serve", "--config", ReplicaConfigPath}
+	var exposed []string
+	if opts.Probes {
+		cmd = append(cmd, "--metrics-addr", ":9090")
+		exposed = []string{probePort}
+	}
 	req := testcontainers.GenericContainerRequest{
 		ContainerRequest: testcontainers.ContainerRequest{
-			Image: opts.Image,
-			Cmd:   []string{"serve", "--config", ReplicaConfigPath},
-			Env:   env,
+			Image:        opts.Image,
+			Cmd:          cmd,
+			ExposedPorts: exposed,
+			Env:          env,
 			Files: []testcontainers.ContainerFile{{
 				Reader: strings.NewReader(opts.Config), ContainerFilePath: ReplicaConfigPath, FileMode: 0o644,
 			}},
@@ -93,13 +106,25 @@ func StartReplica(ctx context.Context, opts ReplicaOptions) (*Replica, error) {
 				c.StopTimeout = &stopSecs
 			},
 			HostConfigModifier: func(hc *container.HostConfig) {
-				hc.ExtraHosts = append(hc.ExtraHosts, opts.ExtraHosts...)
+				// The network's servers by name, without DNS (see Network).
+				hc.ExtraHosts = append(append(hc.ExtraHosts, opts.Network.Hosts()...), opts.ExtraHosts...)
+				if opts.Probes {
+					// A new host port on every start: read ProbeURL again.
+					bindLoopback(map[string]string{probePort: ""})(hc)
+				}
 			},
 		},
 		Started: true,
 	}
-	if err := opts.Network.join(opts.Alias).Customize(&req); err != nil {
+	addr, join, err := opts.Network.join(opts.Alias, false)
+	if err != nil {
 		return nil, err
+	}
+	r.addr = addr
+	for _, c := range join {
+		if err := c.Customize(&req); err != nil {
+			return nil, err
+		}
 	}
 	ctr, err := testcontainers.GenericContainer(ctx, req)
 	if ctr != nil {
@@ -132,4 +157,15 @@ func (r *Replica) Restart(ctx context.Context) error {
 		return err
 	}
 	return r.Start(ctx)
+}
+
+// ProbeURL is the base URL of the replica's /metrics, /healthz and /readyz
+// from the host (Probes must be on). The port changes when the replica is
+// restarted.
+func (r *Replica) ProbeURL(ctx context.Context) (string, error) {
+	p, err := r.ctr.MappedPort(ctx, probePort)
+	if err != nil {
+		return "", fmt.Errorf("probe port of %s: %w", r.alias, err)
+	}
+	return "http://127.0.0.1:" + p.Port(), nil
 }
