@@ -376,6 +376,37 @@ func (r *scaleReplica) signal(sig syscall.Signal) {
 	}
 }
 
+// scrapeMeans reads the replica's /metrics and returns the mean of the
+// handler, ledger and in-flight series, for -v runs.
+func (r *scaleReplica) scrapeMeans(b *testing.B) string {
+	b.Helper()
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	vals := map[string]float64{}
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		if len(f) == 2 && strings.HasPrefix(f[0], "personaq_") {
+			var v float64
+			_, _ = fmt.Sscan(f[1], &v)
+			vals[f[0]] = v
+		}
+	}
+	mean := func(name, labels string) string {
+		c := vals[name+"_count"+labels]
+		if c == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fms", vals[name+"_sum"+labels]/c*1000)
+	}
+	return fmt.Sprintf("handler %s, ledger begin %s, ledger finish %s",
+		mean("personaq_handler_duration_seconds", `{persona="bench"}`),
+		mean("personaq_ledger_round_trip_seconds", `{op="begin"}`), mean("personaq_ledger_round_trip_seconds", `{op="finish"}`))
+}
+
 func readTail(path string) string {
 	raw, _ := os.ReadFile(path)
 	if len(raw) > 4000 {
@@ -524,6 +555,9 @@ func (e *scaleEnv) throughput(b *testing.B, c scaleCase, replicas int) scaleResu
 	start := run.resume(b)
 	last := run.waitAll(b)
 	bench := selfCPU() - cpu0
+	if testing.Verbose() {
+		b.Logf("replica r1 /metrics: %s", reps[0].scrapeMeans(b))
+	}
 	var replicaCPU time.Duration
 	for _, r := range reps {
 		r.signal(syscall.SIGTERM)
@@ -680,6 +714,15 @@ func (e *scaleEnv) failover(b *testing.B) {
 	}
 	epB.mu.Unlock()
 	lost := e.failoverTail(b, run, n)
+	reached := epA.startedIDs()
+	for id, t := range epB.startedIDs() {
+		reached[id] = t
+	}
+	for id := range seqs {
+		if _, ok := reached[id]; !ok {
+			b.Errorf("request %s never reached an endpoint", id)
+		}
+	}
 
 	worst := times[len(times)-1]
 	b.ReportMetric(worst.Seconds(), "failover-max-s")
