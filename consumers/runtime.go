@@ -215,6 +215,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 			r.health.bound.Store(true)
 		case <-ctx.Done():
 		}
+		<-ctx.Done()
+		r.health.bound.Store(false) // draining: not ready for new work
 	}()
 	defer r.health.bound.Store(false)
 	r.log.Info().Int("personas", len(r.personas)).Msg("personaq runtime started")
