@@ -122,7 +122,9 @@ func (r *Runtime) finish(st *attemptState) {
 // finishUncounted gives back attempt number n, claimed by Begin but not run.
 func (r *Runtime) finishUncounted(st *attemptState, n int) {
 	a := retry.Attempt{Number: n, Class: retry.ClassSnooze, At: r.now()}
-	if err := r.ledger.Finish(context.Background(), stepKey(st.req), a, ledgerOptions(false, false, st.req.RequestID)); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	if err := r.ledger.Finish(ctx, stepKey(st.req), a, ledgerOptions(false, false, st.req.RequestID)); err != nil {
 		st.log.Warn().Err(err).Msg("ledger did not release the attempt")
 	}
 }

@@ -59,6 +59,12 @@ type health struct {
 	bound      atomic.Bool
 }
 
+// ledgerResult records whether the last ledger call reached Redis. Our own
+// per-call deadline running out counts as unreachable (a stopped server
+// can outlast it); a cancellation (shutdown) says nothing either way.
 func (h *health) ledgerResult(err error) {
-	h.ledgerDown.Store(err != nil && errors.Is(err, ledger.ErrUnavailable))
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	h.ledgerDown.Store(errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/config"
 )
 
 // connect dials --nats-url; the error names the URL so "nothing listens
@@ -30,16 +32,12 @@ func (g *globals) connect(ctx context.Context, opts ...nats.Option) (*nats.Conn,
 	return nc, js, nil
 }
 
-// redactURL hides a password in user:pass@host URLs.
+// redactURL hides passwords in a URL or a comma-separated URL list, with
+// the config package's rules.
 func redactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return u
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		parts[i] = config.RedactURL(strings.TrimSpace(p))
 	}
-	cred := u[scheme+3 : at]
-	if i := strings.Index(cred, ":"); i >= 0 {
-		return u[:scheme+3] + cred[:i] + ":***" + u[at:]
-	}
-	return u
+	return strings.Join(parts, ",")
 }
