@@ -12,6 +12,7 @@ import (
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // ledgerMiddleware numbers the attempt from the ledger (not from JetStream
@@ -21,7 +22,7 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 	return func(msg *message.Message) ([]*message.Message, error) {
 		st := stateOf(msg)
 		if r.ledger == nil {
-			if r.quarantinedBefore(msg.Context(), st) {
+			if r.concludedBefore(msg.Context(), st) || r.quarantinedBefore(msg.Context(), st) {
 				return nil, nil
 			}
 			st.attempt.Number = int(st.delivery.Delivered)
@@ -31,6 +32,7 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 			return nil, nil
 		}
 		out, err := next(msg)
+		r.concludeSuccess(st)
 		r.finish(st)
 		return out, err
 	}
@@ -38,7 +40,7 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 
 // begin claims the attempt number; false means the verdict is already set.
 func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
-	if r.quarantinedBefore(ctx, st) {
+	if r.concludedBefore(ctx, st) || r.quarantinedBefore(ctx, st) {
 		return false
 	}
 	t0 := time.Now()
@@ -53,9 +55,7 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		st.log.Warn().Err(err).Dur("release_in", st.delay).Msg("ledger unavailable; message released without counting an attempt")
 		return false
 	case begun.Done:
-		st.verdict, st.duplicate = verdictAck, true
-		st.attempt.Number = r.attemptsRecorded(ctx, st)
-		st.log.Info().Int("attempt", st.attempt.Number).Msg("duplicate delivery of a completed step; acked without running the handler")
+		r.alreadyDone(ctx, st)
 		return false
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
@@ -84,6 +84,34 @@ func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) bool 
 	st.decision.Reason = string(rec.Reason)
 	st.log.Info().Uint64("quarantine_seq", seq).Str("reason", string(rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
 	return true
+}
+
+// alreadyDone settles a delivery of a step the ledger says succeeded: the
+// way its terminal record says, or, when none was stored (the record
+// expired), with a succeeded record without output.
+func (r *Runtime) alreadyDone(ctx context.Context, st *attemptState) {
+	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if final, err := r.outcomes.lookup(lctx, st.req.RequestID); err == nil {
+		st.final, st.verdict = final, verdictSettled
+	} else {
+		st.verdict, st.duplicate = verdictAck, true
+		st.attempt.Number = r.attemptsRecorded(ctx, st)
+	}
+	st.log.Info().Int("attempt", st.attempt.Number).Msg("duplicate delivery of a completed step; settled without running the handler")
+}
+
+// concludeSuccess stores a succeeded request's terminal record (with its
+// output) before the ledger marks the step done, so "done" always has its
+// answer; if the record cannot be stored the attempt is released uncounted.
+func (r *Runtime) concludeSuccess(st *attemptState) {
+	if st.verdict != verdictAck || st.final != nil || st.duplicate {
+		return
+	}
+	if err := r.conclude(st, schemas.OutcomeSucceeded, 0); err != nil {
+		st.verdict, st.delay = verdictRelease, faultDelay
+		st.decision.Counted = false
+	}
 }
 
 // attemptsRecorded reads how many attempts a completed step took, for the
@@ -147,10 +175,14 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 		st.attempt.Role = retry.RoleFor(st.attempt.Number, st.hasFallback())
 		st.attempt.Agent = st.agentFor(st.attempt.Role)
 		timeout := retry.TimeoutFor(st.policy, st.history, st.attempt.Number)
+		if !st.deadline.IsZero() {
+			timeout = min(timeout, st.deadline.Sub(r.now())) // the caller stops waiting then
+		}
 		ctx, cancel := context.WithTimeout(msg.Context(), timeout)
 		defer cancel()
 		st.attempt.At = r.now()
 		st.ctx = ctx
+		r.attemptStarted(st)
 		if _, err := next(msg); err != nil {
 			return nil, err
 		}
@@ -161,7 +193,9 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 		r.classify(st, ctx)
 		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
 		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history, Current: st.attempt})
+		r.checkDeadline(st)
 		r.toVerdict(st)
+		r.attemptFailed(st)
 		return nil, nil
 	}
 }
@@ -190,6 +224,7 @@ func (r *Runtime) classify(st *attemptState, attemptCtx context.Context) {
 	a.Progress = st.result.Progress
 	if st.err != nil {
 		a.Error = st.err.Error()
+		a.Output = string(st.result.Output) // what the persona answered (seed 002 feedback); the ledger bounds it
 	}
 }
 

@@ -23,6 +23,10 @@ type Observer interface {
 	RedeliveryLateness(persona string, late time.Duration)
 	// LedgerCall reports one ledger round trip.
 	LedgerCall(op string, took time.Duration, err error)
+	// SettleRefused is called when a delivery would have ended a request
+	// that already has a different terminal record (a stale or racing
+	// replica): the record stands, outcome is what was refused.
+	SettleRefused(persona string, outcome schemas.Outcome)
 }
 
 type nopObserver struct{}
@@ -32,6 +36,7 @@ func (nopObserver) Outcome(string, schemas.Outcome, schemas.Reason) {}
 func (nopObserver) InFlight(string, int)                            {}
 func (nopObserver) RedeliveryLateness(string, time.Duration)        {}
 func (nopObserver) LedgerCall(string, time.Duration, error)         {}
+func (nopObserver) SettleRefused(string, schemas.Outcome)           {}
 
 // lateness is how late this delivery is against the delay Decide gave the
 // previous attempt; ok is false when there is nothing to compare.

@@ -24,6 +24,10 @@ type ConsumerSpec struct {
 	// by the ledger); reaching it raises the MAX_DELIVERIES advisory.
 	// Default: 50.
 	MaxDeliver int
+	// Metadata is stored on the consumer: the runtime publishes the
+	// persona's policy there (see PersonaInfo), so a client can compute a
+	// step budget without the replica's configuration.
+	Metadata map[string]string
 }
 
 // Provision creates or updates the streams of t and one durable pull
@@ -42,10 +46,26 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 		}
 	}
+	if err := provisionOutputs(ctx, js, t); err != nil {
+		return err
+	}
 	for _, s := range specs {
 		if err := provisionConsumer(ctx, js, t, s); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// provisionOutputs creates the object store for large persona answers; its
+// objects expire with the terminal records that reference them.
+func provisionOutputs(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: t.OutputsBucket, Description: "personaq persona outputs too large to keep inline",
+		TTL: t.OutcomesMaxAge, Storage: t.Storage, Replicas: t.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("provision object store %s: %w", t.OutputsBucket, err)
 	}
 	return nil
 }
@@ -65,8 +85,11 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	q.Description = "personaq quarantine records: browse, replay, purge"
 	out := base(t.OutcomesStream, t.OutcomesPrefix)
 	out.MaxAge = t.OutcomesMaxAge
-	out.Description = "personaq outcome events"
-	return []jetstream.StreamConfig{req, q, out}
+	out.Description = "personaq terminal records: one per request, written once"
+	att := base(t.AttemptsStream, t.AttemptsPrefix)
+	att.MaxAge = t.AttemptsMaxAge
+	att.Description = "personaq attempt events (started, failed), for callers following a request"
+	return []jetstream.StreamConfig{req, q, out, att}
 }
 
 func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, s ConsumerSpec) error {
@@ -85,6 +108,7 @@ func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, 
 		MaxAckPending: s.MaxAckPending,
 		MaxDeliver:    s.MaxDeliver,
 		MaxWaiting:    512,
+		Metadata:      s.Metadata,
 	})
 	if err != nil {
 		return fmt.Errorf("provision consumer %s: %w", Durable(s.Persona), err)

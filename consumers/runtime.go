@@ -61,6 +61,9 @@ type Config struct {
 	Now func() time.Time
 	// Observer receives measurements (Prometheus metrics). Default: none.
 	Observer Observer
+	// NoAttemptEvents turns off attempt events (started, failed) on the
+	// attempts stream. Default: published.
+	NoAttemptEvents bool
 	// Compensations run saga compensation requests by kind (seed 003); with
 	// none, this replica runs no sweeper (`personaq compensate sweep` can).
 	Compensations map[schemas.CompensationKind]dlq.CompensationFunc
@@ -74,6 +77,7 @@ type Runtime struct {
 	log      zerolog.Logger
 	ledger   Ledger
 	dlq      *dlq.Writer
+	outcomes *outcomeStore
 	personas map[string]*personaRuntime
 	presets  func(string) (retry.Policy, error)
 	now      func() time.Time
@@ -115,6 +119,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject,
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log))
+	r.outcomes = newOutcomeStore(r.js, r.topo)
 	for _, p := range cfg.Personas {
 		r.personas[p.Name] = newPersonaRuntime(p)
 	}

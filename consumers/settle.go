@@ -59,18 +59,20 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 	return st, nil
 }
 
-// apply settles msg according to st.verdict.
+// apply settles msg according to st.verdict. Every ending goes through
+// the request's terminal record, confirmed before the message is settled:
+// a crash in between redelivers the message, which finds the record and is
+// settled without running again.
 func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 	switch st.verdict {
 	case verdictAck:
-		// The outcome is confirmed before the ack: a crash in between
-		// redelivers the message, which the ledger acks as a duplicate and
-		// whose outcome is published again (deduplicated by message id).
-		if err := r.publishOutcome(st, schemas.OutcomeSucceeded, 0); err != nil {
+		if st.final == nil && r.conclude(st, schemas.OutcomeSucceeded, 0) != nil {
 			NackWithDelay(msg, faultDelay)
 			return
 		}
-		msg.Ack()
+		settleFinal(msg, st.final)
+	case verdictSettled:
+		settleFinal(msg, st.final)
 	case verdictRetry, verdictRelease:
 		NackWithDelay(msg, st.delay)
 	case verdictQuarantine:
@@ -81,38 +83,62 @@ func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 	}
 }
 
-// quarantine stores the record first and only then terms the source
-// message; if the write fails the message is redelivered (STYLE lesson 5).
+// quarantine stores the record first and only then the terminal record and
+// the Term; if a write fails the message is redelivered (never lost). A
+// request that already has a terminal record gets no quarantine record.
 func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
-	rec, seq := st.stored, st.storedSeq
-	if rec == nil {
-		rec = r.record(msg, st)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var dup bool
-		var err error
-		if seq, dup, err = r.dlq.Put(ctx, rec); err != nil {
-			st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")
-			NackWithDelay(msg, faultDelay)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if st.stored == nil {
+		if final, err := r.outcomes.lookup(ctx, outcomeKey(st)); err == nil {
+			st.final = final
+			st.log.Info().Str("outcome", string(final.Outcome)).Msg("request already has its terminal record; not quarantined again")
+			settleFinal(msg, final)
 			return
 		}
-		if dup {
-			st.log.Info().Uint64("quarantine_seq", seq).Msg("quarantine record already stored; duplicate skipped")
-		}
 	}
-	if err := r.publishOutcome(st, outcomeFor(rec.Reason), seq); err != nil {
+	rec, seq, fresh, err := r.storeRecord(ctx, msg, st)
+	if err != nil {
 		NackWithDelay(msg, faultDelay)
 		return
 	}
-	AckWithTerm(msg, string(rec.Reason))
+	if err := r.conclude(st, outcomeFor(rec.Reason), seq); err != nil {
+		NackWithDelay(msg, faultDelay)
+		return
+	}
+	if fresh && st.final.QuarantineSeq != seq {
+		r.withdrawRecord(ctx, st, seq)
+	}
+	settleFinal(msg, st.final)
 }
 
-func outcomeFor(reason schemas.Reason) schemas.Outcome {
-	switch reason {
-	case schemas.ReasonDeferred:
-		return schemas.OutcomeDeferred
-	case schemas.ReasonEscalated:
-		return schemas.OutcomeEscalated
+// storeRecord writes the quarantine record (idempotently) unless an
+// earlier delivery did; fresh says this call stored it.
+func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *attemptState) (*schemas.QuarantineRecord, uint64, bool, error) {
+	if st.stored != nil {
+		return st.stored, st.storedSeq, false, nil
 	}
-	return schemas.OutcomeQuarantined
+	rec := r.record(msg, st)
+	seq, dup, err := r.dlq.Put(ctx, rec)
+	if err != nil {
+		st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")
+		return nil, 0, false, err
+	}
+	if dup {
+		st.log.Info().Uint64("quarantine_seq", seq).Msg("quarantine record already stored; duplicate skipped")
+	}
+	st.stored, st.storedSeq = rec, seq
+	return rec, seq, !dup, nil
+}
+
+// withdrawRecord removes a quarantine record this delivery just stored for a
+// request whose terminal record says otherwise (another replica settled it
+// first): a record must not say a request stopped when it did not.
+func (r *Runtime) withdrawRecord(ctx context.Context, st *attemptState, seq uint64) {
+	s, err := r.js.Stream(ctx, r.topo.QuarantineStream)
+	if err == nil {
+		err = s.DeleteMsg(ctx, seq)
+	}
+	st.log.Warn().Err(err).Uint64("quarantine_seq", seq).Str("recorded_outcome", string(st.final.Outcome)).
+		Msg("quarantine record withdrawn: the request's terminal record says otherwise")
 }

@@ -26,6 +26,9 @@ const (
 	verdictRelease
 	// verdictQuarantine: store a record with decision.Reason, then Term.
 	verdictQuarantine
+	// verdictSettled: the request already has its terminal record (final);
+	// settle the message the way that record says, running nothing.
+	verdictSettled
 )
 
 // attemptState travels with one message through the middleware chain.
@@ -38,6 +41,8 @@ type attemptState struct {
 	req    *schemas.PersonaRequest
 	policy retry.Policy
 	corrID string
+	// deadline is the caller's step deadline (zero: none).
+	deadline time.Time
 
 	ctx     context.Context // the attempt's context, with its timeout
 	history []retry.Attempt
@@ -53,6 +58,8 @@ type attemptState struct {
 	// (it crashed before terming the message); storedSeq is its sequence.
 	stored    *schemas.QuarantineRecord
 	storedSeq uint64
+	// final is the request's terminal record once stored (or found).
+	final *schemas.OutcomeEvent
 }
 
 type stateKey struct{}

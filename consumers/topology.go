@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -22,18 +23,34 @@ type Topology struct {
 	// QuarantinePrefix: records go to <prefix>.<reason>.<persona>.
 	// Default: "personaq.quarantine".
 	QuarantinePrefix string
-	// OutcomesStream holds outcome events. Default: "PERSONAQ_OUTCOMES".
+	// OutcomesStream holds each request's terminal record (the outcome
+	// event), written once. Default: "PERSONAQ_OUTCOMES".
 	OutcomesStream string
-	// OutcomesPrefix: events go to <prefix>.<outcome>.<persona>.
-	// Default: "personaq.outcomes".
+	// OutcomesPrefix: records go to <prefix>.<outcome>.<persona>.<request
+	// key> (see RequestKey). Default: "personaq.outcomes".
 	OutcomesPrefix string
+	// OutputsBucket is the object store bucket for persona answers larger
+	// than InlineOutputMax. Default: "PERSONAQ_OUTPUTS".
+	OutputsBucket string
+	// InlineOutputMax is the largest answer kept inline in the terminal
+	// record; larger ones go to OutputsBucket. Default: 64 KiB.
+	InlineOutputMax int
+	// AttemptsStream holds attempt events (started, failed), for callers
+	// that follow a request live. Default: "PERSONAQ_ATTEMPTS".
+	AttemptsStream string
+	// AttemptsPrefix: events go to <prefix>.<request key>.<kind>.
+	// Default: "personaq.attempts".
+	AttemptsPrefix string
+	// AttemptsMaxAge bounds how long attempt events are kept. Default: 24h.
+	AttemptsMaxAge time.Duration
 	// Replicas for every stream (1 or 3 on a cluster). Default: 1.
 	Replicas int
 	// Storage for every stream. Default: file.
 	Storage jetstream.StorageType
 	// DuplicateWindow is the Nats-Msg-Id dedup window. Default: 2m.
 	DuplicateWindow time.Duration
-	// OutcomesMaxAge bounds how long outcome events are kept. Default: 7 days.
+	// OutcomesMaxAge is how long terminal records (and the outputs they
+	// reference) are kept. Default: 7 days.
 	OutcomesMaxAge time.Duration
 }
 
@@ -50,6 +67,15 @@ func (t Topology) WithDefaults() Topology {
 	def(&t.QuarantinePrefix, "personaq.quarantine")
 	def(&t.OutcomesStream, "PERSONAQ_OUTCOMES")
 	def(&t.OutcomesPrefix, "personaq.outcomes")
+	def(&t.OutputsBucket, "PERSONAQ_OUTPUTS")
+	def(&t.AttemptsStream, "PERSONAQ_ATTEMPTS")
+	def(&t.AttemptsPrefix, "personaq.attempts")
+	if t.InlineOutputMax == 0 {
+		t.InlineOutputMax = DefaultInlineOutputMax
+	}
+	if t.AttemptsMaxAge == 0 {
+		t.AttemptsMaxAge = 24 * time.Hour
+	}
 	if t.Replicas == 0 {
 		t.Replicas = 1
 	}
@@ -69,6 +95,10 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("%w: topology.replicas: must be 1, 3 or 5, got %d", ErrInvalidConfig, t.Replicas)
 	case t.DuplicateWindow < 0:
 		return fmt.Errorf("%w: topology.duplicate_window: must not be negative", ErrInvalidConfig)
+	case t.InlineOutputMax < 0 || t.InlineOutputMax > maxInlineOutput:
+		return fmt.Errorf("%w: topology.inline_output_max: must be between 0 and %d bytes, got %d", ErrInvalidConfig, maxInlineOutput, t.InlineOutputMax)
+	case t.OutcomesMaxAge < 0 || t.AttemptsMaxAge < 0:
+		return fmt.Errorf("%w: topology: outcomes_max_age and attempts_max_age must not be negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -81,9 +111,57 @@ func (t Topology) QuarantineSubject(reason, persona string) string {
 	return t.QuarantinePrefix + "." + reason + "." + token(persona)
 }
 
-// OutcomeSubject is where an outcome event for persona is published.
-func (t Topology) OutcomeSubject(outcome, persona string) string {
-	return t.OutcomesPrefix + "." + outcome + "." + token(persona)
+// DefaultInlineOutputMax is the default Topology.InlineOutputMax.
+const DefaultInlineOutputMax = 64 << 10
+
+// maxInlineOutput keeps a terminal record with its inline output well under
+// the schema's message bound.
+const maxInlineOutput = 256 << 10
+
+// OutcomeSubject is where the terminal record of request requestID for
+// persona is stored.
+func (t Topology) OutcomeSubject(outcome, persona, requestID string) string {
+	return t.OutcomesPrefix + "." + outcome + "." + token(persona) + "." + RequestKey(requestID)
+}
+
+// OutcomeFilter matches the terminal record of request requestID whatever
+// its outcome: the one subject a create-once write checks and a lookup reads.
+func (t Topology) OutcomeFilter(requestID string) string {
+	return t.OutcomesPrefix + ".*.*." + RequestKey(requestID)
+}
+
+// AttemptSubject is where attempt events of request requestID go.
+func (t Topology) AttemptSubject(requestID string, kind string) string {
+	return t.AttemptsPrefix + "." + RequestKey(requestID) + "." + kind
+}
+
+// AttemptFilter matches every attempt event of request requestID.
+func (t Topology) AttemptFilter(requestID string) string {
+	return t.AttemptsPrefix + "." + RequestKey(requestID) + ".*"
+}
+
+// RequestKey turns a request id into one subject token (and object name):
+// ids made of letters, digits, '-' and '_' are used as they are (UUIDs,
+// the default); any other id is "~" + its base64url encoding, so distinct
+// ids never share a key.
+func RequestKey(requestID string) string {
+	if plainKey(requestID) {
+		return requestID
+	}
+	return "~" + base64.RawURLEncoding.EncodeToString([]byte(requestID))
+}
+
+func plainKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Durable is the name of the durable consumer all replicas share for persona.

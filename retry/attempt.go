@@ -43,6 +43,9 @@ type Attempt struct {
 	Error      string
 	// Feedback is what a validation failure wants the next attempt to see.
 	Feedback string
+	// Output is what the persona answered on a failed attempt (an invalid
+	// answer is what the next attempt needs to see); bounded when stored.
+	Output string
 	// RetryAfter is a delay the failure asked for (HTTP 429 Retry-After,
 	// handlers.After); zero means use the schedule.
 	RetryAfter time.Duration

@@ -39,6 +39,8 @@ func schemaOf(v any) (schemaID, bool) {
 		return quarantineSchema, true
 	case CompensationRequest, *CompensationRequest:
 		return compensationSchema, true
+	case AttemptEvent, *AttemptEvent:
+		return attemptSchema, true
 	}
 	return 0, false
 }

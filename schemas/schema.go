@@ -20,6 +20,7 @@ const (
 	outcomeSchema
 	quarantineSchema
 	compensationSchema
+	attemptSchema
 	numSchemas
 )
 
@@ -29,6 +30,7 @@ var schemaFiles = [numSchemas]string{
 	outcomeSchema:      "json/outcome_event.v1.json",
 	quarantineSchema:   "json/quarantine_record.v1.json",
 	compensationSchema: "json/compensation_request.v1.json",
+	attemptSchema:      "json/attempt_event.v1.json",
 }
 
 //go:embed json/*.json

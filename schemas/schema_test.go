@@ -25,9 +25,9 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 	for i, r := range Reasons {
 		reasons[i] = string(r)
 	}
-	outcomes := []any{
-		string(OutcomeSucceeded), string(OutcomeQuarantined),
-		string(OutcomeDeferred), string(OutcomeEscalated),
+	outcomes := make([]any, len(Outcomes))
+	for i, o := range Outcomes {
+		outcomes[i] = string(o)
 	}
 	tests := []struct {
 		name  string
@@ -38,6 +38,7 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 		{"QuarantineReason", schemaFiles[quarantineSchema], "reason", reasons},
 		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", reasons},
 		{"Outcome", schemaFiles[outcomeSchema], "outcome", outcomes},
+		{"AttemptKind", schemaFiles[attemptSchema], "kind", []any{string(AttemptStarted), string(AttemptFailed)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

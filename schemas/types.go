@@ -62,7 +62,15 @@ const (
 	OutcomeQuarantined Outcome = "quarantined"
 	OutcomeDeferred    Outcome = "deferred"
 	OutcomeEscalated   Outcome = "escalated"
+	// OutcomeDeadlineExceeded: the step deadline the caller set at submit
+	// passed before the request could finish; it was not run (again).
+	OutcomeDeadlineExceeded Outcome = "deadline_exceeded"
 )
+
+// Outcomes lists every terminal outcome, in a stable order.
+var Outcomes = []Outcome{
+	OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated, OutcomeDeadlineExceeded,
+}
 
 // Progress is seed 004's tasks_completed / tasks_total.
 type Progress struct {
@@ -70,7 +78,11 @@ type Progress struct {
 	Total     int `json:"total"`
 }
 
-// OutcomeEvent is published once per request when it reaches a terminal state.
+// OutcomeEvent is a request's terminal record: written once, by the first
+// replica to settle the request, and never overwritten. The outcomes stream
+// holds exactly one per request (subject
+// personaq.outcomes.<outcome>.<persona>.<request key>), so it is both the
+// record an orchestrator awaits and the event a watcher sees.
 type OutcomeEvent struct {
 	SchemaVersion int       `json:"schema_version"`
 	RequestID     string    `json:"request_id"`
@@ -88,6 +100,18 @@ type OutcomeEvent struct {
 	// QuarantineSeq is the quarantine stream sequence for non-succeeded outcomes.
 	QuarantineSeq uint64    `json:"quarantine_seq,omitempty"`
 	At            time.Time `json:"at"`
+	// Detail is the operator-readable explanation of a stop.
+	Detail string `json:"detail,omitempty"`
+	// Blocked is set when retries were exhausted or the failure was
+	// terminal: the task step cannot go on without someone acting.
+	Blocked bool `json:"blocked,omitempty"`
+	// Output is the persona's answer when it is small enough to keep
+	// inline; larger answers are in OutputRef.
+	Output json.RawMessage `json:"output,omitempty"`
+	// OutputRef points at an answer kept in the outputs object store.
+	OutputRef *ObjectRef `json:"output_ref,omitempty"`
+	// SubmittedAt is when the request was created (its created_at).
+	SubmittedAt time.Time `json:"submitted_at,omitzero"`
 }
 
 // Reason says why a message was quarantined.
@@ -102,12 +126,17 @@ const (
 	ReasonEscalated          Reason = "escalated"
 	ReasonCompensationFailed Reason = "compensation_failed"
 	ReasonMaxDeliveries      Reason = "max_deliveries"
+	// ReasonDeadlineExceeded: the caller's step deadline passed first.
+	ReasonDeadlineExceeded Reason = "deadline_exceeded"
+	// ReasonUnknownPersona: no replica serves the persona the request names.
+	ReasonUnknownPersona Reason = "unknown_persona"
 )
 
 // Reasons lists every quarantine reason, in a stable order.
 var Reasons = []Reason{
 	ReasonExhausted, ReasonTerminal, ReasonInvalidMessage, ReasonDeferred,
 	ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries,
+	ReasonDeadlineExceeded, ReasonUnknownPersona,
 }
 
 // AttemptRecord is one handler invocation as kept in error histories.

@@ -27,6 +27,7 @@ type record struct {
 	ErrorTypes   []string `json:"error_types,omitempty"`
 	Error        string   `json:"error,omitempty"`
 	Feedback     string   `json:"feedback,omitempty"`
+	Output       string   `json:"output,omitempty"`
 	RetryAfterMS int64    `json:"retry_after_ms,omitempty"`
 	Progress     progress `json:"progress"`
 	DurationMS   int64    `json:"duration_ms"`
@@ -48,6 +49,7 @@ func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error
 		ErrorTypes:   a.ErrorTypes,
 		Error:        truncate(a.Error, maxText),
 		Feedback:     truncate(a.Feedback, maxText),
+		Output:       truncate(a.Output, maxText),
 		RetryAfterMS: a.RetryAfter.Milliseconds(),
 		Progress:     progress{Completed: a.Progress.Completed, Total: a.Progress.Total},
 		DurationMS:   a.Duration.Milliseconds(),
@@ -81,6 +83,7 @@ func decodeRecord(s string) (retry.Attempt, error) {
 		ErrorTypes: r.ErrorTypes,
 		Error:      r.Error,
 		Feedback:   r.Feedback,
+		Output:     r.Output,
 		RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond,
 		Progress:   retry.Progress{Completed: r.Progress.Completed, Total: r.Progress.Total},
 		Duration:   time.Duration(r.DurationMS) * time.Millisecond,

@@ -36,6 +36,7 @@ type Metrics struct {
 	early           *prometheus.CounterVec
 	ledgerRTT       *prometheus.HistogramVec
 	ledgerErrors    *prometheus.CounterVec
+	settleRefused   *prometheus.CounterVec
 }
 
 var _ consumers.Observer = (*Metrics)(nil)
@@ -83,6 +84,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "ledger_errors_total",
 			Help: "Attempt-ledger calls that failed, by operation.",
 		}, []string{"op"}),
+		settleRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "settle_refused_total",
+			Help: "Settles refused because the request already had a different terminal record (stale or racing replica), by the outcome refused.",
+		}, []string{"persona", "outcome"}),
 	}
 	if reg == nil {
 		return m
@@ -96,6 +101,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	register(reg, &m.early)
 	register(reg, &m.ledgerRTT)
 	register(reg, &m.ledgerErrors)
+	register(reg, &m.settleRefused)
 	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	register(reg, new(collectors.NewGoCollector()))
 	return m
@@ -153,4 +159,9 @@ func (m *Metrics) LedgerCall(op string, took time.Duration, err error) {
 	if err != nil {
 		m.ledgerErrors.WithLabelValues(op).Inc()
 	}
+}
+
+// SettleRefused implements consumers.Observer.
+func (m *Metrics) SettleRefused(persona string, outcome schemas.Outcome) {
+	m.settleRefused.WithLabelValues(persona, string(outcome)).Inc()
 }

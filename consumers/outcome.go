@@ -1,0 +1,186 @@
+package consumers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/schemas"
+)
+
+// A request's terminal record is one message on the outcomes stream,
+// written with "expect no message yet on personaq.outcomes.*.*.<key>":
+// the server accepts the first terminal state of a request and refuses
+// every later one, whichever replica sends it and however late (not just
+// within a duplicate window). The record is also the outcome event, so
+// there is exactly one event per request.
+
+// ErrNoOutcome: the request has no terminal record (yet, or any more: the
+// outcomes stream keeps them for Topology.OutcomesMaxAge).
+var ErrNoOutcome = errors.New("no terminal record")
+
+// outcomeStore reads and writes terminal records and large outputs; the
+// stream and bucket handles are looked up once (each lookup is a round trip).
+type outcomeStore struct {
+	js   jetstream.JetStream
+	topo Topology
+
+	mu      sync.Mutex
+	stream  jetstream.Stream
+	outputs jetstream.ObjectStore
+}
+
+func newOutcomeStore(js jetstream.JetStream, t Topology) *outcomeStore {
+	return &outcomeStore{js: js, topo: t.WithDefaults()}
+}
+
+func (s *outcomeStore) outcomes(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == nil {
+		st, err := s.js.Stream(ctx, s.topo.OutcomesStream)
+		if err != nil {
+			return nil, fmt.Errorf("outcomes stream %s: %w", s.topo.OutcomesStream, err)
+		}
+		s.stream = st
+	}
+	return s.stream, nil
+}
+
+func (s *outcomeStore) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outputs == nil {
+		ob, err := s.js.ObjectStore(ctx, s.topo.OutputsBucket)
+		if err != nil {
+			return nil, fmt.Errorf("outputs bucket %s: %w", s.topo.OutputsBucket, err)
+		}
+		s.outputs = ob
+	}
+	return s.outputs, nil
+}
+
+// create stores ev as the request's terminal record unless one exists.
+// It returns the record that stands and whether it is ev.
+func (s *outcomeStore) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode terminal record: %w", err)
+	}
+	msg := &nats.Msg{Subject: s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID), Data: data}
+	_, err = s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID)))
+	if err == nil {
+		return ev, true, nil
+	}
+	if !isWrongLastSequence(err) {
+		return nil, false, fmt.Errorf("store terminal record of %s: %w", ev.RequestID, err)
+	}
+	stored, err := s.lookup(ctx, ev.RequestID)
+	if err != nil {
+		return nil, false, fmt.Errorf("read terminal record of %s after a refused write: %w", ev.RequestID, err)
+	}
+	return stored, false, nil
+}
+
+// isWrongLastSequence: the server refused a create-once write because a
+// record exists (R1 and R>1 report it with different codes).
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// lookup reads the terminal record of requestID; ErrNoOutcome if none.
+func (s *outcomeStore) lookup(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
+	st, err := s.outcomes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, s.topo.OutcomeFilter(requestID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, ErrNoOutcome
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read terminal record of %s: %w", requestID, err)
+	}
+	ev, err := schemas.DecodeOutcome(raw.Data)
+	if err != nil {
+		return nil, fmt.Errorf("terminal record of %s (seq %d): %w", requestID, raw.Sequence, err)
+	}
+	return ev, nil
+}
+
+// keepOutput puts out into ev: inline when small, otherwise in the outputs
+// bucket under a content-addressed name, so a losing writer's different
+// answer can never replace the one a record references.
+func (s *outcomeStore) keepOutput(ctx context.Context, ev *schemas.OutcomeEvent, out []byte) error {
+	if len(out) == 0 {
+		return nil
+	}
+	out = asJSON(out)
+	if len(out) <= s.topo.InlineOutputMax {
+		ev.Output = out
+		return nil
+	}
+	ob, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(out)
+	name := RequestKey(ev.RequestID) + "." + hex.EncodeToString(sum[:8])
+	info, err := ob.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "output of request " + ev.RequestID}, bytes.NewReader(out))
+	if err != nil {
+		return fmt.Errorf("store output of %s (%d bytes): %w", ev.RequestID, len(out), err)
+	}
+	ev.OutputRef = &schemas.ObjectRef{Bucket: s.topo.OutputsBucket, Name: name, Size: int64(info.Size), Digest: info.Digest}
+	return nil
+}
+
+// readOutput returns the answer a record carries, inline or referenced;
+// the object store checks the digest as it reads.
+func (s *outcomeStore) readOutput(ctx context.Context, ev *schemas.OutcomeEvent) ([]byte, error) {
+	if ev.OutputRef == nil {
+		return ev.Output, nil
+	}
+	ob, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := ob.GetBytes(ctx, ev.OutputRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("output of %s in %s/%s: %w", ev.RequestID, ev.OutputRef.Bucket, ev.OutputRef.Name, err)
+	}
+	return data, nil
+}
+
+// asJSON keeps a handler's answer valid JSON inside the record: anything
+// that is not JSON becomes a JSON string of its text.
+func asJSON(out []byte) []byte {
+	if json.Valid(out) {
+		return out
+	}
+	b, _ := json.Marshal(string(out))
+	return b
+}
+
+// LookupOutcome returns the terminal record of requestID, or ErrNoOutcome.
+func LookupOutcome(ctx context.Context, js jetstream.JetStream, t Topology, requestID string) (*schemas.OutcomeEvent, error) {
+	return newOutcomeStore(js, t).lookup(ctx, requestID)
+}
+
+// ReadOutput returns the persona's answer that ev carries (inline or in
+// the outputs bucket), byte for byte as stored.
+func ReadOutput(ctx context.Context, js jetstream.JetStream, t Topology, ev *schemas.OutcomeEvent) ([]byte, error) {
+	return newOutcomeStore(js, t).readOutput(ctx, ev)
+}
