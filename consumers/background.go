@@ -13,6 +13,33 @@ import (
 // compensation handlers are configured, the saga sweeper. The returned
 // stop waits for them.
 func (r *Runtime) background(ctx context.Context) (stop func(), err error) {
+	stopLoops, err := r.backgroundLoops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stopUnknown := r.startUnknownSweep(ctx)
+	return func() { stopLoops(); stopUnknown() }, nil
+}
+
+// startUnknownSweep runs the unknown-persona sweep until ctx ends or stop.
+func (r *Runtime) startUnknownSweep(ctx context.Context) (stop func()) {
+	grace := r.cfg.UnknownPersonaGrace
+	if grace < 0 {
+		return func() {}
+	}
+	if grace == 0 {
+		grace = DefaultUnknownPersonaGrace
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.sweepUnknown(ctx, grace)
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (r *Runtime) backgroundLoops(ctx context.Context) (stop func(), err error) {
 	adv, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
 		JetStream: r.js, Writer: r.dlq, RequestsStream: r.topo.RequestsStream,
 		Replicas: r.topo.Replicas, Storage: r.topo.Storage, Logger: &r.log, Annotate: r.annotate,

@@ -13,9 +13,14 @@ import (
 // timeouts belong to personas, retry shapes to categories), then the
 // request's inline overrides.
 func (r *Runtime) policyFor(p *personaRuntime, req *schemas.PersonaRequest) (retry.Policy, error) {
-	pol := p.policy
+	return resolvePolicy(p.policy, req, r.presets)
+}
+
+// resolvePolicy applies req's policy name and overrides to the persona's
+// policy pol.
+func resolvePolicy(pol retry.Policy, req *schemas.PersonaRequest, presets func(string) (retry.Policy, error)) (retry.Policy, error) {
 	if req.Policy != "" && req.Policy != pol.Name {
-		named, err := r.presets(req.Policy)
+		named, err := presets(req.Policy)
 		if err != nil {
 			return retry.Policy{}, fmt.Errorf("request policy: %w", err)
 		}

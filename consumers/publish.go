@@ -3,6 +3,7 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
@@ -14,7 +15,7 @@ import (
 // PublishRequest validates req and publishes it on its persona's subject
 // with Nats-Msg-Id = request id, so a retried publish within the stream's
 // duplicate window is stored once. The PubAck says whether it was a duplicate.
-func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req *schemas.PersonaRequest) (*jetstream.PubAck, error) {
+func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req *schemas.PersonaRequest, opts ...PublishOption) (*jetstream.PubAck, error) {
 	t = t.WithDefaults()
 	data, err := schemas.Encode(req)
 	if err != nil {
@@ -25,11 +26,27 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req
 	if req.CorrelationID != "" {
 		msg.Header.Set(HeaderCorrelationID, req.CorrelationID)
 	}
+	for _, o := range opts {
+		o(msg)
+	}
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish request %s to %s: %w", req.RequestID, msg.Subject, err)
 	}
 	return ack, nil
+}
+
+// PublishOption changes a request message before it is published.
+type PublishOption func(*nats.Msg)
+
+// WithDeadline sets the request's step deadline (HeaderDeadline); zero
+// sets none.
+func WithDeadline(deadline time.Time) PublishOption {
+	return func(m *nats.Msg) {
+		if !deadline.IsZero() {
+			m.Header.Set(HeaderDeadline, deadline.UTC().Format(time.RFC3339Nano))
+		}
+	}
 }
 
 // Publisher is a watermill message.Publisher on JetStream. The topic is the

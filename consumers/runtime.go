@@ -61,6 +61,11 @@ type Config struct {
 	Now func() time.Time
 	// Observer receives measurements (Prometheus metrics). Default: none.
 	Observer Observer
+	// UnknownPersonaGrace is how long a request on a subject no replica
+	// serves waits before the replicas quarantine it as unknown_persona
+	// (`persona ls` shows such requests meanwhile). Default: 5m; negative:
+	// never.
+	UnknownPersonaGrace time.Duration
 	// NoAttemptEvents turns off attempt events (started, failed) on the
 	// attempts stream. Default: published.
 	NoAttemptEvents bool
@@ -174,6 +179,7 @@ func newPersonaRuntime(p Persona) *personaRuntime {
 	}
 	return &personaRuntime{name: p.Name, handler: p.Handler, policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
 		Persona: p.Name, AckWait: p.AckWait, MaxAckPending: p.Concurrency * p.MaxReplicas, MaxDeliver: p.MaxDeliver,
+		Metadata: personaInfoOf(p.Name, p.Policy).metadata(),
 	}}
 }
 

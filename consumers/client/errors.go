@@ -1,0 +1,74 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/schemas"
+)
+
+var (
+	// ErrBlocked: the request was quarantined — retries exhausted, a
+	// terminal failure, or an invalid message. The task step cannot go on
+	// until someone acts (replays or fixes it).
+	ErrBlocked = errors.New("task blocked")
+	// ErrDeferred: the persona plateaued at the same point across agents
+	// (adaptive retry); the step can be revisited later.
+	ErrDeferred = errors.New("task deferred")
+	// ErrEscalated: retries ran out without a plateau (no progress at all,
+	// or variable progress); someone should look.
+	ErrEscalated = errors.New("task escalated")
+	// ErrStepDeadline: the step budget ran out before the request ended.
+	ErrStepDeadline = errors.New("step deadline exceeded")
+	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
+	ErrUnknownPersona = consumers.ErrUnknownPersona
+	// ErrInvalidConfig wraps configuration errors, naming the field.
+	ErrInvalidConfig = errors.New("invalid client config")
+)
+
+// StoppedError is a request that ended without succeeding: Record is its
+// terminal record (reason, quarantine sequence, attempts, last error). It
+// matches ErrBlocked, ErrDeferred, ErrEscalated or ErrStepDeadline.
+type StoppedError struct {
+	Record *schemas.OutcomeEvent
+}
+
+func (e *StoppedError) Error() string {
+	r := e.Record
+	msg := fmt.Sprintf("task %s step %s %s: %s after %d attempt(s)", r.TaskID, r.Step, e.kind(), r.Reason, r.Attempts)
+	if r.QuarantineSeq != 0 {
+		msg += fmt.Sprintf(" (quarantine seq %d)", r.QuarantineSeq)
+	}
+	if r.LastError != "" {
+		msg += ": " + r.LastError
+	} else if r.Detail != "" {
+		msg += ": " + r.Detail
+	}
+	return msg
+}
+
+func (e *StoppedError) kind() string {
+	switch e.Record.Outcome {
+	case schemas.OutcomeDeferred:
+		return "deferred"
+	case schemas.OutcomeEscalated:
+		return "escalated"
+	case schemas.OutcomeDeadlineExceeded:
+		return "past its step deadline"
+	}
+	return "blocked"
+}
+
+// Is matches the sentinel of the record's outcome.
+func (e *StoppedError) Is(target error) bool {
+	switch e.Record.Outcome {
+	case schemas.OutcomeDeferred:
+		return target == ErrDeferred
+	case schemas.OutcomeEscalated:
+		return target == ErrEscalated
+	case schemas.OutcomeDeadlineExceeded:
+		return target == ErrStepDeadline
+	}
+	return target == ErrBlocked
+}
