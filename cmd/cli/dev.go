@@ -80,6 +80,17 @@ func runDev(ctx context.Context, g *globals, f devFlags) error {
 		return err
 	}
 	defer nc.Close()
+	if g.redisURL == "" {
+		m, err := startEmbeddedRedis()
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		g.redisURL = "redis://" + m.Addr() + "/0"
+		if err := announceDevLedger(ctx, js, g.redisURL); err != nil {
+			return err
+		}
+	}
 	led, closeLedger, err := devLedger(g)
 	if err != nil {
 		return err

@@ -228,6 +228,10 @@ type personaView struct {
 	PauseRemainingMs int64      `json:"pauseRemainingMs,omitempty"`
 	WaitingPulls     int        `json:"waitingPulls"`
 	PushBound        bool       `json:"pushBound,omitempty"`
+	// Unserved: requests wait on this persona's subject but no replica
+	// serves it (Consumer is empty); Oldest is when the first was stored.
+	Unserved bool       `json:"unserved,omitempty"`
+	Oldest   *time.Time `json:"oldest,omitempty"`
 }
 
 func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([]personaView, error) {
@@ -259,6 +263,14 @@ func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("list consumers of %s: %w", stream, err)
 	}
+	unserved, err := consumers.UnservedRequests(ctx, js, consumers.Topology{RequestsStream: stream})
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range unserved {
+		oldest := u.Oldest.UTC()
+		views = append(views, personaView{Persona: u.Persona, Pending: u.Pending, Unserved: true, Oldest: &oldest})
+	}
 	slices.SortFunc(views, func(a, b personaView) int { return strings.Compare(a.Persona, b.Persona) })
 	return views, nil
 }
@@ -268,9 +280,11 @@ func personaNames(ctx context.Context, js jetstream.JetStream, stream string) ([
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(views))
-	for i, v := range views {
-		names[i] = v.Persona
+	var names []string
+	for _, v := range views {
+		if !v.Unserved {
+			names = append(names, v.Persona)
+		}
 	}
 	return names, nil
 }
@@ -295,6 +309,10 @@ func writePersonas(w io.Writer, output string, views []personaView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PERSONA\tPENDING\tIN FLIGHT\tREDELIVERED\tPAUSED\tPULLS")
 	for _, v := range views {
+		if v.Unserved {
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\tNOT SERVED: no replica runs it; oldest waiting %s\t-\n", v.Persona, v.Pending, time.Since(*v.Oldest).Round(time.Second))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", v.Persona, v.Pending, v.InFlight, v.Redelivered, pausedText(v), pullsText(v))
 	}
 	return tw.Flush()

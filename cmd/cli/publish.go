@@ -6,10 +6,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -18,29 +17,37 @@ func init() { register(newPublishCmd) }
 type publishFlags struct {
 	persona, task, step, input, policy, id, primary, fallback, correlation, output string
 	progressTotal                                                                  int
+	wait, skipCheck                                                                bool
+	timeout                                                                        time.Duration
 }
 
 func newPublishCmd(g *globals) *cobra.Command {
 	var f publishFlags
 	cmd := &cobra.Command{
-		Use:   "publish --persona P --task T [--step S] [--input JSON|@file|-]",
-		Short: "Publish a persona request (deduplicated by request id)",
-		Args:  cobra.NoArgs,
+		Use:   "publish --persona P --task T [--step S] [--input JSON|@file|-] [--wait [--timeout D]]",
+		Short: "Publish a persona request (deduplicated by request id); with --wait, await its result",
+		Long: `publish stores one persona request on the requests stream. It refuses a persona
+that no replica serves (naming those that are) and a policy name that does not
+resolve; --skip-persona-check publishes anyway.
+
+With --wait it then waits for the request's terminal record, the way a workflow
+engine's persona-request step does: the step budget is computed from the
+persona's retry policy — (max retries + 1) × attempt timeout + the backoffs +
+30s — and sent with the request as its step deadline (--timeout overrides it).
+Attempt events go to stderr as they happen ("attempt 1 failed (timeout),
+retrying in 30s with agent-b"); the persona's output goes to stdout (-o json:
+the whole terminal record with the output). Exit codes with --wait:
+
+  0   succeeded
+  3   blocked: retries exhausted, a terminal failure or an invalid message
+      (quarantined; see personaq quarantine show SEQ)
+  4   deferred: adaptive retry found a plateau across agents
+  5   escalated: retries exhausted without progress
+  6   step deadline exceeded
+  1   anything else (NATS unreachable, bad flags, …)`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req, err := f.request(cmd.InOrStdin())
-			if err != nil {
-				return err
-			}
-			nc, js, err := g.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			ack, err := consumers.PublishRequest(cmd.Context(), js, consumers.Topology{}, req)
-			if err != nil {
-				return err
-			}
-			return printPublished(g.stdout, f.output, req, ack.Stream, ack.Sequence, ack.Duplicate)
+			return runPublish(cmd, g, f)
 		},
 	}
 	fl := cmd.Flags()
@@ -55,6 +62,9 @@ func newPublishCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id (default: the request id)")
 	fl.IntVar(&f.progressTotal, "progress-total", 0, "number of sub-tasks the persona reports progress against")
 	fl.StringVarP(&f.output, "output", "o", "text", "output: text|json")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the result: output on stdout, attempt events on stderr, exit code by outcome")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: step deadline from now (default: the step budget of the persona's policy)")
+	fl.BoolVar(&f.skipCheck, "skip-persona-check", false, "publish even if no replica serves the persona")
 	_ = cmd.MarkFlagRequired("persona")
 	_ = cmd.MarkFlagRequired("task")
 	return cmd
@@ -89,6 +99,9 @@ func readInput(v string, stdin io.Reader) (json.RawMessage, error) {
 		return nil, nil
 	case v == "-":
 		data, err = io.ReadAll(io.LimitReader(stdin, schemas.MaxPayloadBytes+1))
+		if err == nil && len(data) > schemas.MaxPayloadBytes {
+			return nil, fmt.Errorf("invalid flag --input: stdin is over %d bytes (%w)", schemas.MaxPayloadBytes, schemas.ErrTooLarge)
+		}
 	case strings.HasPrefix(v, "@"):
 		data, err = os.ReadFile(v[1:])
 	default:

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,23 +13,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 func init() { register(newTaskCmd) }
 
 func newTaskCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "task", Short: "Inspect a task's attempts in the ledger"}
+	cmd := &cobra.Command{Use: "task", Short: "Inspect a task's attempts in the ledger and its steps' results"}
 	var step, output string
 	show := &cobra.Command{
 		Use:   "show TASK [--step S]",
-		Short: "Timeline of a task's attempts: agent, class, progress, error, delay before the next",
-		Args:  cobra.ExactArgs(1),
+		Short: "Timeline of a task's attempts (agent, class, progress, error, delay before the next) and each step's result",
+		Long: `show reads the task's attempts from the attempt ledger (Redis: --redis-url or
+REDIS_URL; against a running 'personaq dev' no flag is needed, it is found
+through --nats-url) and each step's terminal record and output from NATS.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.redisURL == "" {
-				return fmt.Errorf("task show reads the ledger: set --redis-url or REDIS_URL")
+			url, err := ledgerURL(cmd.Context(), g)
+			if err != nil {
+				return err
 			}
-			opts, err := redis.ParseURL(g.redisURL)
+			opts, err := redis.ParseURL(url)
 			if err != nil {
 				return fmt.Errorf("invalid flag --redis-url: %w", err)
 			}
@@ -42,6 +49,7 @@ func newTaskCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			addResults(cmd.Context(), g, views)
 			return writeTask(g.stdout, output, args[0], views)
 		},
 	}
@@ -57,6 +65,11 @@ type stepView struct {
 	RequestID string        `json:"request_id"`
 	State     string        `json:"state"`
 	Attempts  []attemptView `json:"attempts"`
+	// Record is the step's terminal record, when it has one; Output the
+	// persona's output (truncated to taskOutputMax in text form).
+	Record      *schemas.OutcomeEvent `json:"record,omitempty"`
+	Output      json.RawMessage       `json:"output,omitempty"`
+	RecordError string                `json:"record_error,omitempty"`
 }
 
 type attemptView struct {
@@ -66,6 +79,7 @@ type attemptView struct {
 	Class       string `json:"class"`
 	Progress    string `json:"progress,omitempty"`
 	Error       string `json:"error,omitempty"`
+	Output      string `json:"output,omitempty"`
 	DurationMs  int64  `json:"duration_ms"`
 	At          string `json:"at"`
 	NextDelayMs *int64 `json:"next_delay_ms,omitempty"`
@@ -108,12 +122,12 @@ func attemptViews(hist []retry.Attempt) []attemptView {
 	out := make([]attemptView, len(hist))
 	for i, a := range hist {
 		v := attemptView{Attempt: a.Number, Agent: a.Agent, Role: string(a.Role), Class: a.Class.String(),
-			Error: a.Error, DurationMs: a.Duration.Milliseconds(), At: a.At.UTC().Format(time.RFC3339Nano)}
+			Error: a.Error, Output: a.Output, DurationMs: a.Duration.Milliseconds(), At: a.At.UTC().Format(time.RFC3339Nano)}
 		if a.Progress.Known() {
 			v.Progress = fmt.Sprintf("%d/%d", a.Progress.Completed, a.Progress.Total)
 		}
 		if i+1 < len(hist) {
-			d := hist[i+1].At.Sub(a.At.Add(a.Duration)).Milliseconds()
+			d := max(hist[i+1].At.Sub(a.At.Add(a.Duration)).Milliseconds(), 0)
 			v.NextDelayMs = &d
 		}
 		out[i] = v
@@ -139,8 +153,12 @@ func writeTask(w io.Writer, output, task string, views []stepView) error {
 				}
 				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, dash(a.Agent), a.Class, dash(a.Progress),
 					time.Duration(a.DurationMs)*time.Millisecond, next, truncate(a.Error, 80))
+				if a.Output != "" {
+					fmt.Fprintf(tw, "  \t\t\t\t\t\tanswered: %s\n", truncate(oneLine(a.Output), 80))
+				}
 			}
 			tw.Flush()
+			writeStepResult(w, v)
 		}
 		return nil
 	}
@@ -153,3 +171,69 @@ func truncate(s string, n int) string {
 	}
 	return s[:n-1] + "…"
 }
+
+// ledgerURL is --redis-url, or the in-process ledger of a running
+// `personaq dev` on --nats-url.
+func ledgerURL(ctx context.Context, g *globals) (string, error) {
+	if g.redisURL != "" {
+		return g.redisURL, nil
+	}
+	url, err := devLedgerURL(ctx, g)
+	if err != nil || url == "" {
+		return "", fmt.Errorf("task show reads the attempt ledger: set --redis-url or REDIS_URL (a running personaq dev is found through --nats-url, but none answered at %s)", redactURL(g.natsURL))
+	}
+	return url, nil
+}
+
+// taskOutputMax bounds the output `task show` prints per step.
+const taskOutputMax = 400
+
+// addResults reads each step's terminal record and output from NATS; a
+// step without one is still running, or its record expired.
+func addResults(ctx context.Context, g *globals, views []stepView) {
+	nc, js, err := g.connect(ctx)
+	if err != nil {
+		for i := range views {
+			views[i].RecordError = err.Error()
+		}
+		return
+	}
+	defer nc.Close()
+	c, err := client.New(client.Config{JetStream: js})
+	if err != nil {
+		return
+	}
+	for i := range views {
+		v := &views[i]
+		rec, err := c.Record(ctx, v.RequestID)
+		if err != nil {
+			v.RecordError = err.Error()
+			continue
+		}
+		v.Record = rec
+		if out, err := c.Output(ctx, rec); err == nil && len(out) > 0 {
+			v.Output = out
+		}
+	}
+}
+
+func writeStepResult(w io.Writer, v stepView) {
+	rec := v.Record
+	if rec == nil {
+		fmt.Fprintf(w, "  result: none yet (%s)\n", v.RecordError)
+		return
+	}
+	fmt.Fprintf(w, "  result: %s", rec.Outcome)
+	if rec.Reason != "" {
+		fmt.Fprintf(w, " (%s)", rec.Reason)
+	}
+	if rec.QuarantineSeq != 0 {
+		fmt.Fprintf(w, ", quarantine seq %d", rec.QuarantineSeq)
+	}
+	fmt.Fprintf(w, " after %d attempt(s)\n", rec.Attempts)
+	if len(v.Output) > 0 {
+		fmt.Fprintf(w, "  output (%d bytes): %s\n", len(v.Output), truncate(oneLine(string(v.Output)), taskOutputMax))
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -265,7 +265,7 @@ func TestTopology(t *testing.T) {
 			RequestsStream: "R", RequestsPrefix: "r", QuarantineStream: "Q", QuarantinePrefix: "q",
 			OutcomesStream: "O", OutcomesPrefix: "o", Replicas: 3, Storage: jetstream.MemoryStorage,
 			DuplicateWindow: 5 * time.Minute, OutcomesMaxAge: time.Hour,
-		}
+		}.WithDefaults()
 		got := f.Topology()
 		require.Equal(t, want, got)
 		require.NoError(t, got.Validate())
