@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/personaq/personaq/schemas"
+	"github.com/spf13/cobra"
 )
 
 func init() { register(newPublishCmd) }
