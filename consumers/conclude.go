@@ -34,18 +34,25 @@ func (r *Runtime) conclude(st *attemptState, outcome schemas.Outcome, qseq uint6
 		return err
 	}
 	st.final = final
-	switch {
-	case won:
+	if won {
 		r.obs.Outcome(st.persona.name, final.Outcome, final.Reason)
-	case final.Outcome != ev.Outcome || final.Reason != ev.Reason:
-		r.obs.SettleRefused(st.persona.name, ev.Outcome)
-		st.log.Warn().Str("outcome", string(ev.Outcome)).Str("recorded_outcome", string(final.Outcome)).
-			Str("recorded_reason", string(final.Reason)).Int("recorded_attempts", final.Attempts).
-			Msg("request already has a different terminal record; this settle is refused and the record stands")
-	default:
-		st.log.Info().Str("outcome", string(final.Outcome)).Msg("terminal record already stored; not written again")
+		return nil
 	}
+	r.standing(st, ev.Outcome, ev.Reason, final)
 	return nil
+}
+
+// standing logs (and counts, when it contradicts this delivery's own
+// ending) a terminal record found already stored.
+func (r *Runtime) standing(st *attemptState, outcome schemas.Outcome, reason schemas.Reason, final *schemas.OutcomeEvent) {
+	if final.Outcome == outcome && final.Reason == reason {
+		st.log.Info().Str("outcome", string(final.Outcome)).Msg("terminal record already stored; not written again")
+		return
+	}
+	r.obs.SettleRefused(st.persona.name, outcome)
+	st.log.Warn().Str("outcome", string(outcome)).Str("reason", string(reason)).Str("recorded_outcome", string(final.Outcome)).
+		Str("recorded_reason", string(final.Reason)).Int("recorded_attempts", final.Attempts).
+		Msg("request already has a different terminal record; this settle is refused and the record stands")
 }
 
 // settleFinal settles the message the way the standing record says: acked

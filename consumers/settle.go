@@ -92,7 +92,8 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 	if st.stored == nil {
 		if final, err := r.outcomes.lookup(ctx, outcomeKey(st)); err == nil {
 			st.final = final
-			st.log.Info().Str("outcome", string(final.Outcome)).Msg("request already has its terminal record; not quarantined again")
+			reason := schemas.Reason(st.decision.Reason)
+			r.standing(st, outcomeFor(reason), reason, final)
 			settleFinal(msg, final)
 			return
 		}
