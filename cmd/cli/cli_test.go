@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +210,107 @@ func TestTaskShowPrintsTheAttemptTimeline(t *testing.T) {
 	code, _, errOut = run(t, ctx, "--redis-url", r.URL(), "task", "show", "no-such-task")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no ledger entries")
+}
+
+// serveDemo runs `personaq serve` with demo personas until the test ends
+// and returns the NATS URL once their consumers exist.
+func serveDemo(t *testing.T, personas ...string) (string, jetstream.JetStream) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	r := testenv.StartRedis(t)
+	yaml := "personas:\n"
+	for _, p := range personas {
+		yaml += "  " + p + ":\n    invoker: {type: demo, demo: " + p + "}\n    timeout: 2s\n    policy: {preset: persona, schedule: {type: fixed, every: 100ms}}\n"
+	}
+	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(yaml), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		run(t, ctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "serve", "--config", cfgPath)
+	}()
+	t.Cleanup(func() { cancel(); <-served })
+	js := n.JetStream(t)
+	for _, p := range personas {
+		require.Eventually(t, func() bool {
+			_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable(p))
+			return err == nil
+		}, 20*time.Second, 20*time.Millisecond, "serve provisions %s", p)
+	}
+	return n.URL(), js
+}
+
+func TestPublishWaitPrintsOutputAndExitsByOutcome(t *testing.T) {
+	t.Parallel()
+	url, _ := serveDemo(t, "echo", "terminal", "slowpoke")
+	ctx := context.Background()
+
+	code, out, errOut := run(t, ctx, "--nats-url", url, "publish", "--persona", "echo", "--task", "t-wait", "--id", "w-1", "--input", `{"goal":"x"}`, "--wait")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"goal":"x"`, "the persona's output on stdout")
+	require.Contains(t, errOut, "attempt 1/", "attempt events on stderr")
+	require.Contains(t, errOut, "Calculated PersonaRequestStep timeout to accommodate retries")
+
+	code, out, errOut = run(t, ctx, "--nats-url", url, "result", "w-1", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var rec struct {
+		Outcome string          `json:"outcome"`
+		Output  json.RawMessage `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rec))
+	require.Equal(t, "succeeded", rec.Outcome)
+	require.Contains(t, collapse(string(rec.Output)), `"goal": "x"`)
+
+	code, _, errOut = run(t, ctx, "--nats-url", url, "publish", "--persona", "terminal", "--task", "t-wait", "--id", "w-2", "--wait")
+	require.Equal(t, 3, code, "blocked")
+	require.Contains(t, errOut, "blocked: terminal")
+	code, out, _ = run(t, ctx, "--nats-url", url, "result", "w-2")
+	require.Equal(t, 3, code)
+	require.Contains(t, out, "quarantine seq")
+
+	code, _, errOut = run(t, ctx, "--nats-url", url, "publish", "--persona", "slowpoke", "--task", "t-wait", "--wait", "--timeout", "500ms")
+	require.Equal(t, 6, code, errOut)
+	require.Contains(t, errOut, "step deadline")
+
+	code, _, errOut = run(t, ctx, "--nats-url", url, "publish", "--persona", "ekko", "--task", "t-wait")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "served: echo, slowpoke, terminal")
+	code, _, errOut = run(t, ctx, "--nats-url", url, "publish", "--persona", "echo", "--task", "t-wait", "--policy", "nope")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "nope")
+	code, _, errOut = run(t, ctx, "--nats-url", url, "result", "never-published")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no terminal record")
+}
+
+func TestTaskShowFindsARunningDevLedger(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	listen := "127.0.0.1:" + freePort(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(t, ctx, "dev", "--listen", listen, "--per-persona", "0", "--data-dir", t.TempDir())
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "nats://" + listen
+	require.Eventually(t, func() bool {
+		code, out, _ := run(t, context.Background(), "--nats-url", url, "persona", "ls")
+		return code == 0 && strings.Contains(out, "validator")
+	}, 20*time.Second, 50*time.Millisecond)
+	code, _, errOut := run(t, context.Background(), "--nats-url", url, "publish", "--persona", "validator", "--task", "t-dev", "--id", "d-1", "--wait")
+	require.Equal(t, 0, code, errOut)
+	code, out, errOut := run(t, context.Background(), "--nats-url", url, "task", "show", "t-dev")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "result: succeeded after 2 attempt(s)")
+	require.Contains(t, out, "validation")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
