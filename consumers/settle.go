@@ -2,11 +2,13 @@ package consumers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/schemas"
 )
@@ -136,10 +138,29 @@ func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *att
 // request whose terminal record says otherwise (another replica settled it
 // first): a record must not say a request stopped when it did not.
 func (r *Runtime) withdrawRecord(ctx context.Context, st *attemptState, seq uint64) {
-	s, err := r.js.Stream(ctx, r.topo.QuarantineStream)
-	if err == nil {
-		err = s.DeleteMsg(ctx, seq)
-	}
+	err := deleteMsg(ctx, r.js, r.topo.QuarantineStream, seq)
 	st.log.Warn().Err(err).Uint64("quarantine_seq", seq).Str("recorded_outcome", string(st.final.Outcome)).
 		Msg("quarantine record withdrawn: the request's terminal record says otherwise")
+}
+
+// deleteMsg removes message seq from stream through the API subject alone
+// (a replica may delete quarantine records it wrote without the right to
+// read the stream's info, which jetstream.Stream needs).
+func deleteMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) error {
+	body, _ := json.Marshal(map[string]any{"seq": seq})
+	resp, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+stream, body)
+	if err != nil {
+		return fmt.Errorf("delete %s seq %d: %w", stream, seq, err)
+	}
+	var out struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &out); err != nil {
+		return fmt.Errorf("delete %s seq %d: %w", stream, seq, err)
+	}
+	if out.Error != nil {
+		return fmt.Errorf("delete %s seq %d: %w", stream, seq, out.Error)
+	}
+	return nil
 }

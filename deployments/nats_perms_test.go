@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	pqclient "github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -199,7 +200,7 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	rt, err := consumers.New(consumers.Config{
-		JetStream: replicaUser.js, Personas: testPersonas(), Logger: &log,
+		JetStream: replicaUser.js, Personas: testPersonas(), Logger: &log, Topology: outputsOutOfLine,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)
@@ -234,7 +235,7 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 	}
 	var got map[string]uint64
 	require.Eventually(t, func() bool {
-		got = subjectCounts(t, admin, "PERSONAQ_OUTCOMES")
+		got = withoutRequestKey(subjectCounts(t, admin, "PERSONAQ_OUTCOMES"))
 		return len(got) == len(wantOutcomes) && streamMsgs(t, admin, "PERSONAQ_REQUESTS") == 0
 	}, 20*time.Second, 50*time.Millisecond, "outcomes never complete; last: %v; replica errors: %v", got, replicaUser.errs.all())
 	require.Equal(t, wantOutcomes, got)
@@ -246,6 +247,19 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 	require.Equal(t, reject.RequestID, rec.RequestID)
 	require.Equal(t, schemas.ReasonTerminal, rec.Reason)
 
+	// The publisher awaits a result: the terminal record and the output
+	// (kept in the object store here), and follows attempt events.
+	pc, err := pqclient.New(pqclient.Config{JetStream: publisher.js, Topology: outputsOutOfLine})
+	require.NoError(t, err)
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer acancel()
+	res, err := pc.Await(actx, echo.RequestID, pqclient.OnAttempt(func(*schemas.AttemptEvent) {}))
+	require.NoError(t, err)
+	require.NotNil(t, res.Record.OutputRef, "output kept out of line")
+	require.NotEmpty(t, res.Output)
+	_, err = pc.Budget(actx, schemas.NewRequest("t", "main", "flaky"))
+	require.NoError(t, err)
+
 	events := readOutcomes(t, admin)
 	require.Equal(t, 1, events[echo.RequestID].Attempts)
 	require.Equal(t, 2, events[flaky.RequestID].Attempts, "flaky: one NakWithDelay, then success")
@@ -253,6 +267,19 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 
 	require.Empty(t, replicaUser.errs.violations(), "the replica needed a subject auth.conf does not grant")
 	require.Empty(t, publisher.errs.violations())
+}
+
+// outputsOutOfLine keeps every output over one byte in the object store,
+// so the test exercises both users' object store permissions.
+var outputsOutOfLine = consumers.Topology{InlineOutputMax: 1}
+
+// withoutRequestKey counts terminal records by outcome and persona.
+func withoutRequestKey(counts map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for subj, n := range counts {
+		out[subj[:strings.LastIndex(subj, ".")]] += n
+	}
+	return out
 }
 
 // TestNATSPermissionsMaxDeliveries: a replica crashes holding a message
@@ -355,7 +382,7 @@ func streamsIntact(t *testing.T, admin *client) {
 	for n := range admin.js.StreamNames(ctx).Name() {
 		names = append(names, n)
 	}
-	require.ElementsMatch(t, []string{"PERSONAQ_REQUESTS", "PERSONAQ_QUARANTINE", "PERSONAQ_OUTCOMES"}, names)
+	require.ElementsMatch(t, []string{"PERSONAQ_REQUESTS", "PERSONAQ_QUARANTINE", "PERSONAQ_OUTCOMES", "PERSONAQ_ATTEMPTS", "OBJ_PERSONAQ_OUTPUTS"}, names)
 }
 
 func consumersIntact(t *testing.T, admin *client) {
@@ -433,8 +460,12 @@ func TestNATSPermissionsPublisherRefused(t *testing.T) {
 	runRefusals(t, srv, admin, "publisher", []refusal{
 		{"PublishOutcome", "personaq.outcomes.succeeded.echo", publishOp("personaq.outcomes.succeeded.echo"), nil},
 		{"PublishQuarantine", "personaq.quarantine.terminal.echo", publishOp("personaq.quarantine.terminal.echo"), nil},
-		{"PullRequests", "$JS.API.CONSUMER.INFO.PERSONAQ_REQUESTS.personaq-echo", func(ctx context.Context, c *client) error {
-			_, err := c.js.Consumer(ctx, "PERSONAQ_REQUESTS", "personaq-echo")
+		{"PullRequests", "$JS.API.CONSUMER.MSG.NEXT.PERSONAQ_REQUESTS.personaq-echo", func(ctx context.Context, c *client) error {
+			cons, err := c.js.Consumer(ctx, "PERSONAQ_REQUESTS", "personaq-echo") // reading its policy is allowed
+			if err != nil {
+				return err
+			}
+			_, err = cons.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
 			return err
 		}, nil},
 		{"DeleteStream", "$JS.API.STREAM.DELETE.PERSONAQ_REQUESTS", func(ctx context.Context, c *client) error {
