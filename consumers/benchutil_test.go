@@ -86,10 +86,13 @@ func (e *benchEnv) benchTopology(b *testing.B) consumers.Topology {
 		QuarantinePrefix: fmt.Sprintf("bench%d.quarantine", k),
 		OutcomesStream:   fmt.Sprintf("BENCH%d_OUTCOMES", k),
 		OutcomesPrefix:   fmt.Sprintf("bench%d.outcomes", k),
+		AttemptsStream:   fmt.Sprintf("BENCH%d_ATTEMPTS", k),
+		AttemptsPrefix:   fmt.Sprintf("bench%d.attempts", k),
+		OutputsBucket:    fmt.Sprintf("BENCH%d_OUTPUTS", k),
 		Storage:          e.storage,
 	}.WithDefaults()
 	b.Cleanup(func() {
-		for _, s := range []string{t.RequestsStream, t.QuarantineStream, t.OutcomesStream} {
+		for _, s := range []string{t.RequestsStream, t.QuarantineStream, t.OutcomesStream, t.AttemptsStream, "OBJ_" + t.OutputsBucket} {
 			_ = e.js.DeleteStream(context.Background(), s)
 		}
 	})

@@ -28,6 +28,10 @@ type Config struct {
 	// RecordGrace is how long Run waits past the step deadline for the
 	// request's deadline_exceeded record. Default: 5s.
 	RecordGrace time.Duration
+	// PersonaCacheTTL is how long a persona's policy, read from its
+	// consumer, is reused before it is read again. Default: 10s; negative:
+	// read on every call.
+	PersonaCacheTTL time.Duration
 }
 
 // Client submits persona requests and awaits their terminal records. It is
@@ -38,6 +42,7 @@ type Client struct {
 	log     zerolog.Logger
 	presets func(string) (retry.Policy, error)
 	grace   time.Duration
+	cache   *personaCache
 }
 
 // New validates cfg and returns a Client.
@@ -58,6 +63,11 @@ func New(cfg Config) (*Client, error) {
 	if c.grace == 0 {
 		c.grace = 5 * time.Second
 	}
+	ttl := cfg.PersonaCacheTTL
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
 	return c, nil
 }
 
@@ -121,7 +131,9 @@ func (c *Client) Budget(ctx context.Context, req *schemas.PersonaRequest) (retry
 }
 
 func (c *Client) budget(ctx context.Context, req *schemas.PersonaRequest) (retry.Budget, error) {
-	info, err := consumers.LookupPersona(ctx, c.js, c.topo, req.Persona)
+	info, err := c.cache.get(ctx, req.Persona, func(ctx context.Context) (consumers.PersonaInfo, error) {
+		return consumers.LookupPersona(ctx, c.js, c.topo, req.Persona)
+	})
 	if err != nil {
 		return retry.Budget{}, err
 	}

@@ -26,7 +26,7 @@ import (
 )
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	nats  *testenv.NATS
 	js    jetstream.JetStream
 	redis *testenv.Redis
@@ -35,7 +35,7 @@ type env struct {
 	c     *client.Client
 }
 
-func newEnv(t *testing.T, withLedger bool) *env {
+func newEnv(t testing.TB, withLedger bool) *env {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	e := &env{t: t, nats: n, js: n.JetStream(t), log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)}
