@@ -111,6 +111,9 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 	ev.Blocked = ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
+		if !st.req.CreatedAt.IsZero() {
+			ev.DurationMs = max(ev.At.Sub(st.req.CreatedAt).Milliseconds(), 0) // submit to end, retries included
+		}
 	}
 	if p := st.attempt.Progress; p.Known() {
 		ev.Progress = &schemas.Progress{Completed: p.Completed, Total: p.Total}
