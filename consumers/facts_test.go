@@ -5,6 +5,8 @@ package consumers_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,4 +197,48 @@ func TestSubscriberFetchesNoMoreThanFreeSlots(t *testing.T) {
 		got++
 	}
 	require.NoError(t, sub.Close())
+}
+
+// A publish with "Nats-Expected-Last-Subject-Sequence: 0" checked against a
+// wildcard subject (Nats-Expected-Last-Subject-Sequence-Subject) is a
+// create-once across every subject the wildcard matches: of many writers
+// racing with different subjects, exactly one is stored and the others get
+// JSErrCodeStreamWrongLastSequence; a last-by-subject get with the same
+// wildcard reads the one stored. Terminal records rely on both.
+func TestFactCreateOnceAcrossSubjectsWithAWildcardCheck(t *testing.T) {
+	t.Parallel()
+	js, s := factStream(t, "F9", jetstream.LimitsPolicy)
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subj := fmt.Sprintf("F9.outcome%d.persona.req-1", i)
+			_, errs[i] = js.Publish(context.Background(), subj, []byte(subj),
+				jetstream.WithExpectLastSequenceForSubject(0, "F9.*.*.req-1"))
+		}()
+	}
+	wg.Wait()
+	stored := ""
+	for i, err := range errs {
+		if err == nil {
+			require.Empty(t, stored, "a second writer was stored")
+			stored = fmt.Sprintf("F9.outcome%d.persona.req-1", i)
+			continue
+		}
+		var apiErr *jetstream.APIError
+		require.ErrorAs(t, err, &apiErr)
+		require.Equal(t, jetstream.JSErrCodeStreamWrongLastSequence, apiErr.ErrorCode)
+	}
+	require.NotEmpty(t, stored)
+	raw, err := s.GetLastMsgForSubject(context.Background(), "F9.*.*.req-1")
+	require.NoError(t, err)
+	require.Equal(t, stored, raw.Subject)
+	_, err = s.GetLastMsgForSubject(context.Background(), "F9.*.*.req-2")
+	require.ErrorIs(t, err, jetstream.ErrMsgNotFound)
+	// Another request's record is its own create-once.
+	_, err = js.Publish(context.Background(), "F9.succeeded.persona.req-2", nil, jetstream.WithExpectLastSequenceForSubject(0, "F9.*.*.req-2"))
+	require.NoError(t, err)
 }
