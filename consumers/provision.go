@@ -88,6 +88,9 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	out.Description = "personaq terminal records: one per request, written once"
 	att := base(t.AttemptsStream, t.AttemptsPrefix)
 	att.MaxAge = t.AttemptsMaxAge
+	// Attempt events are for watching, not a record: memory storage keeps
+	// them off the disk's fsync path (a server restart forgets them).
+	att.Storage = jetstream.MemoryStorage
 	att.Description = "personaq attempt events (started, failed), for callers following a request"
 	return []jetstream.StreamConfig{req, q, out, att}
 }

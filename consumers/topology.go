@@ -36,7 +36,8 @@ type Topology struct {
 	// record; larger ones go to OutputsBucket. Default: 64 KiB.
 	InlineOutputMax int
 	// AttemptsStream holds attempt events (started, failed), for callers
-	// that follow a request live. Default: "PERSONAQ_ATTEMPTS".
+	// that follow a request live; memory storage whatever Storage says
+	// (they are not a record). Default: "PERSONAQ_ATTEMPTS".
 	AttemptsStream string
 	// AttemptsPrefix: events go to <prefix>.<request key>.<kind>.
 	// Default: "personaq.attempts".
