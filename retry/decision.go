@@ -60,9 +60,15 @@ type Decision struct {
 	// Role runs the next attempt (ActionRetry).
 	Role Role
 	// Timeout is the next attempt's timeout (ActionRetry); it may be
-	// extended beyond the policy's AttemptTimeout (seed 004, variable progress).
+	// extended beyond the policy's AttemptTimeout (adaptive retry, variable
+	// progress).
 	Timeout time.Duration
-	// Feedback holds the errors of earlier attempts for the next one (seed 002).
+	// ProgressInterval is how often the next attempt is asked to report
+	// progress (ActionRetry): the policy's, doubled after an attempt whose
+	// progress improved (ProgressIntervalFor).
+	ProgressInterval time.Duration
+	// Feedback holds the errors of earlier attempts for the next one (retry
+	// with feedback).
 	Feedback []string
 	// RemainingRetries after this decision (for logs).
 	RemainingRetries int
@@ -70,4 +76,10 @@ type Decision struct {
 	Plateau *Progress
 	// Counted is false when the attempt does not burn an attempt (snooze).
 	Counted bool
+	// Blocked is true when the task cannot go on without a person: every
+	// stop except a deferral (exhausted, escalated, terminal,
+	// invalid_message). Terminal records and events of such a request say
+	// the task is blocked. A deferred task is parked, not blocked:
+	// automation moves on to the next one.
+	Blocked bool
 }
