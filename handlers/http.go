@@ -69,6 +69,8 @@ func (c HTTPConfig) validate() error {
 		return configErr("url", "%v", err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
 		return configErr("url", "want an absolute http(s) URL, got %q", c.URL)
+	case !ValidPort(u.Port()):
+		return configErr("url", "port must be 1 to 65535, got %s", u.Port())
 	case c.MaxResponseBytes < 0:
 		return configErr("max_response_bytes", "must not be negative, got %d", c.MaxResponseBytes)
 	}
@@ -79,6 +81,16 @@ func (c HTTPConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidPort reports whether port, the port of a URL (url.URL.Port), is
+// empty or a number from 1 to 65535: url.Parse accepts any digits.
+func ValidPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // validHeader checks what net/http would otherwise reject on every call,

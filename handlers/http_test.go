@@ -432,6 +432,8 @@ func TestNewHTTPRejectsBadConfig(t *testing.T) {
 		{"RelativeURL", HTTPConfig{URL: "/persona"}, "url: want an absolute http(s) URL"},
 		{"OtherScheme", HTTPConfig{URL: "ftp://agent/persona"}, "url: want an absolute http(s) URL"},
 		{"Unparsable", HTTPConfig{URL: "http://a b/"}, "url: "},
+		{"PortOutOfRange", HTTPConfig{URL: "http://agent:99999/"}, "url: port must be 1 to 65535, got 99999"},
+		{"PortZero", HTTPConfig{URL: "http://agent:0/"}, "url: port must be 1 to 65535, got 0"},
 		{"NegativeLimit", HTTPConfig{URL: "http://agent/", MaxResponseBytes: -1}, "max_response_bytes: must not be negative"},
 		{"HeaderNameWithSpace", HTTPConfig{URL: "http://agent/", Headers: map[string]string{"X Key": "v"}},
 			`headers: "X Key": invalid name or value`},
