@@ -102,7 +102,7 @@ func (o StatusOptions) FromStatus(code int, body, retryAfter string, now time.Ti
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	e := &StatusError{Code: code, Body: truncate(body, maxStatusBody)}
+	e := &StatusError{Code: code, Body: truncate(strings.TrimSpace(body), maxStatusBody)}
 	e.Type, _ = parseErrorType([]byte(body), false)
 	switch {
 	case retryableStatus(code):

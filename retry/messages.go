@@ -1,6 +1,9 @@
 package retry
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Log messages for how an attempt ended, shared by every runtime that logs
 // decisions so operators can grep one wording.
@@ -26,9 +29,9 @@ func FailureMessage(a Attempt) string {
 		if msg == "" {
 			msg = a.Error
 		}
-		return fmt.Sprintf("%s Validation: %s", RetryTag(a.Number), msg)
+		return fmt.Sprintf("%s Validation: %s", RetryTag(a.Number), strings.TrimSpace(msg))
 	}
-	return fmt.Sprintf("%s API error: %s", RetryTag(a.Number), a.Error)
+	return fmt.Sprintf("%s API error: %s", RetryTag(a.Number), strings.TrimSpace(a.Error))
 }
 
 // DeferMessage is adaptive retry's line for a deferred task step: "Task

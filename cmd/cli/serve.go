@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,7 +74,7 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 		return err
 	}
 	defer stopMetrics()
-	logStart(log, cfg, len(personas))
+	logStart(log, g.natsURL, cfg, len(personas))
 	logBudgets(log, personas)
 	if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -81,8 +82,10 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 	return nil
 }
 
-func logStart(log zerolog.Logger, cfg *config.File, n int) {
-	log.Info().Strs("nats", redactAll(cfg.NATS.URLs)).Int("personas", n).
+// logStart names the NATS servers serve connected to (the file's, or
+// --nats-url / NATS_URL when given).
+func logStart(log zerolog.Logger, natsURL string, cfg *config.File, n int) {
+	log.Info().Strs("nats", redactAll(strings.Split(natsURL, ","))).Int("personas", n).
 		Dur("drain_timeout", cfg.Runtime.DrainTimeout.Std()).Msg("personaq serve starting")
 }
 
