@@ -107,7 +107,7 @@ func (p Policy) validateFields() error {
 	return nil
 }
 
-// MaxRetries is MaxAttempts − 1 (seed 001's maxRetries).
+// MaxRetries is MaxAttempts − 1 (the step budget's maxRetries).
 func (p Policy) MaxRetries() int { return max(p.MaxAttempts-1, 0) }
 
 // IsNonRetryable reports whether the outermost error's type name

@@ -10,7 +10,7 @@ import (
 
 // Defaults Load applies. Topology defaults come from
 // consumers.Topology.WithDefaults and persona timeouts from the retry
-// package (seed 001).
+// package (the step budget's).
 const (
 	DefaultNATSURL      = "nats://127.0.0.1:4222"
 	DefaultNATSName     = "personaq"
@@ -155,7 +155,8 @@ type RuntimeConfig struct {
 
 // DefaultsConfig holds what personas inherit when they say nothing.
 type DefaultsConfig struct {
-	// Policy is the preset personas use. Default: "persona" (seed 001).
+	// Policy is the preset personas use. Default: "persona" (the persona
+	// request step).
 	Policy string `yaml:"policy"`
 	// Concurrency per persona per replica. Default: 16.
 	Concurrency int `yaml:"concurrency"`
