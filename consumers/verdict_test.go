@@ -5,15 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -37,22 +34,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// startLogged runs one replica whose log goes to w until the test ends.
-func startLogged(h *harness, w io.Writer, personas ...consumers.Persona) {
-	h.t.Helper()
-	log := zerolog.New(w)
-	rt, err := consumers.New(consumers.Config{
-		JetStream: h.js, Personas: personas, Ledger: h.ledger, Logger: &log,
-		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
-	})
-	require.NoError(h.t, err)
-	require.NoError(h.t, rt.Provision(context.Background()))
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{rt: rt, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- rt.Run(ctx) }()
-	h.t.Cleanup(r.stop)
-}
-
 // Adaptive retry through the real runtime: the DEFER line names the task,
 // the step and the plateau point; a request that tracks progress and never
 // made any (every attempt a network failure, reporting nothing) is
@@ -68,7 +49,8 @@ func TestRuntimeLogsAdaptiveRetryDecisions(t *testing.T) {
 	down := persona("down", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
 		return handlers.Result{}, handlers.Network(fmt.Errorf("connection refused on attempt %d", req.Attempt))
 	}), fastPolicy(3))
-	startLogged(h, &logs, stuck, down)
+	h.logTo = &logs
+	h.start(stuck, down)
 	tracked := func(r *schemas.PersonaRequest) {
 		r.Agents, r.ProgressTotal = schemas.Agents{Primary: "claude", Fallback: "codex"}, 9
 	}
