@@ -65,7 +65,7 @@ func (r *Runtime) logRetry(st *attemptState) {
 func (r *Runtime) logStop(st *attemptState) {
 	d := st.decision
 	level := st.log.Error()
-	if !d.Blocked { // a deferred task is parked, not failed
+	if d.Action == retry.ActionDefer { // a deferred task is parked, not failed
 		level = st.log.Warn()
 	}
 	e := r.logAttempt(st, level).Str("reason", d.Reason).Str("detail", d.Detail).Bool("blocked", d.Blocked)

@@ -37,7 +37,7 @@ func (b *syncBuffer) String() string {
 // Adaptive retry through the real runtime: the DEFER line names the task,
 // the step and the plateau point; a request that tracks progress and never
 // made any (every attempt a network failure, reporting nothing) is
-// escalated, not exhausted, and its record says the task is blocked.
+// escalated, not exhausted.
 func TestRuntimeLogsAdaptiveRetryDecisions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
@@ -64,7 +64,7 @@ func TestRuntimeLogsAdaptiveRetryDecisions(t *testing.T) {
 	escalated := out.wait(t, h.publish("down", "story-10", tracked).RequestID, 15*time.Second)
 	require.Equal(t, schemas.OutcomeEscalated, escalated.Outcome)
 	rec := h.quarantined(escalated.QuarantineSeq)
-	require.Contains(t, rec.Detail, "zero progress on all 3 attempts (likely API/connection issue); task blocked")
+	require.Contains(t, rec.Detail, "zero progress on all 3 attempts (likely API/connection issue); escalated")
 	require.Contains(t, logs.String(), `"message":"[RETRY 1] API error: connection refused on attempt 1"`)
-	require.Contains(t, logs.String(), `"blocked":true,"message":"[RETRY 3] API error: connection refused on attempt 3 - all retries exhausted; task blocked and escalated"`)
+	require.Contains(t, logs.String(), `"blocked":false,"message":"[RETRY 3] API error: connection refused on attempt 3 - all retries exhausted; task escalated"`)
 }

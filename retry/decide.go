@@ -167,8 +167,8 @@ func delayAfter(p Policy, cur Attempt) (time.Duration, string) {
 	return d, ""
 }
 
-// exhausted ends a step whose last attempt failed: blocked, and escalated
-// to a person when the request tracked progress.
+// exhausted ends a step whose last attempt failed: the task is blocked, or,
+// when the request tracked progress, escalated to a person.
 func exhausted(p Policy, in Input, all []Attempt) Decision {
 	last := fmt.Sprintf("last: %s: %s", in.Current.Class, in.Current.Error)
 	switch {
@@ -176,11 +176,11 @@ func exhausted(p Policy, in Input, all []Attempt) Decision {
 		return blocked(ActionQuarantine, ReasonExhausted, fmt.Sprintf(
 			"all %d attempts failed; task blocked; %s", p.MaxAttempts, last))
 	case zeroProgress(all):
-		return blocked(ActionEscalate, ReasonEscalated, fmt.Sprintf(
-			"zero progress on all %d attempts (likely API/connection issue); task blocked; %s", p.MaxAttempts, last))
+		return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
+			"zero progress on all %d attempts (likely API/connection issue); escalated; %s", p.MaxAttempts, last))
 	}
-	return blocked(ActionEscalate, ReasonEscalated, fmt.Sprintf(
-		"all %d attempts exhausted with %s; task blocked; %s", p.MaxAttempts, progressStory(all), last))
+	return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
+		"all %d attempts exhausted with %s; escalated; %s", p.MaxAttempts, progressStory(all), last))
 }
 
 func agentsPhrase(hasFallback bool) string {

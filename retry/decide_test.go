@@ -51,9 +51,10 @@ func retryTo(next int, role retry.Role, delay, timeout time.Duration, remaining 
 		Timeout: timeout, ProgressInterval: retry.DefaultProgressInterval, RemainingRetries: remaining, Counted: true}
 }
 
-// final is a stop; every stop but a deferral leaves the task blocked.
+// final is a stop; a quarantine leaves the task blocked, a deferral or an
+// escalation does not.
 func final(a retry.Action, reason string) retry.Decision {
-	return retry.Decision{Action: a, Reason: reason, Counted: true, Blocked: a != retry.ActionDefer}
+	return retry.Decision{Action: a, Reason: reason, Counted: true, Blocked: a == retry.ActionQuarantine}
 }
 
 // deferAt is a deferral at a plateau of completed/9.

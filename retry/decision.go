@@ -76,10 +76,10 @@ type Decision struct {
 	Plateau *Progress
 	// Counted is false when the attempt does not burn an attempt (snooze).
 	Counted bool
-	// Blocked is true when the task cannot go on without a person: every
-	// stop except a deferral (exhausted, escalated, terminal,
-	// invalid_message). Terminal records and events of such a request say
-	// the task is blocked. A deferred task is parked, not blocked:
-	// automation moves on to the next one.
+	// Blocked is true when the step failed for good and its task is blocked:
+	// retries exhausted, a terminal failure, an undecodable message.
+	// Terminal records and events of such a request say the task is
+	// blocked. A deferred task is parked (automation moves on to the next
+	// one) and an escalated one is handed to a person; neither is blocked.
 	Blocked bool
 }

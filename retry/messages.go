@@ -81,7 +81,7 @@ func stopPhrase(d Decision) string {
 	case ReasonExhausted:
 		return "all retries exhausted; task blocked"
 	case ReasonEscalated:
-		return "all retries exhausted; task blocked and escalated"
+		return "all retries exhausted; task escalated"
 	case ReasonTerminal:
 		return "not retryable; task blocked"
 	}
