@@ -192,7 +192,8 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 		}
 		r.classify(st, ctx)
 		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
-		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history, Current: st.attempt})
+		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history,
+			Current: st.attempt, ProgressTotal: st.req.ProgressTotal})
 		r.checkDeadline(st)
 		r.toVerdict(st)
 		r.attemptFailed(st)
@@ -241,6 +242,7 @@ func (r *Runtime) invoke(msg *message.Message) error {
 	req := &handlers.Request{
 		Message: st.req, Attempt: st.attempt.Number, Role: st.attempt.Role, Agent: st.attempt.Agent,
 		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
+		ProgressInterval: retry.ProgressIntervalFor(st.policy, st.history),
 	}
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)

@@ -108,7 +108,7 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 	if st.stored != nil {
 		ev.Reason, ev.Attempts, ev.Detail = st.stored.Reason, st.stored.Attempts, st.stored.Detail
 	}
-	ev.Blocked = ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
+	ev.Blocked = st.decision.Blocked || ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
 		if !st.req.CreatedAt.IsZero() {

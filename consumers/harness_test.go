@@ -3,6 +3,7 @@ package consumers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ type harness struct {
 	js     jetstream.JetStream
 	ledger consumers.Ledger
 	topo   consumers.Topology
+	// logTo, when set, receives the replicas' logs instead of the test log.
+	logTo io.Writer
 }
 
 func newHarness(t *testing.T, withLedger bool) *harness {
@@ -60,7 +63,11 @@ type replica struct {
 // start runs one replica serving the given personas until the test ends.
 func (h *harness) start(personas ...consumers.Persona) *replica {
 	h.t.Helper()
-	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
+	var w io.Writer = zerolog.NewTestWriter(h.t)
+	if h.logTo != nil {
+		w = h.logTo
+	}
+	log := zerolog.New(w).Level(zerolog.InfoLevel)
 	rt, err := consumers.New(consumers.Config{
 		JetStream: h.js, Personas: personas, Ledger: h.ledger, Logger: &log,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,

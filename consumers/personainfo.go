@@ -87,7 +87,7 @@ func (p PersonaInfo) Budget(req *schemas.PersonaRequest, presets func(string) (r
 	if presets == nil {
 		presets = retry.Preset
 	}
-	pol, err := resolvePolicy(p.policy(), req, presets)
+	pol, err := RequestPolicy(p.policy(), req, presets)
 	if err != nil {
 		return retry.Budget{}, err
 	}

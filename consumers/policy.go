@@ -8,49 +8,34 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// policyFor resolves the policy a request runs under: the persona's policy,
-// or the preset the request names (the persona's attempt timeout is kept:
-// timeouts belong to personas, retry shapes to categories), then the
-// request's inline overrides.
+// policyFor resolves the policy a request runs under (RequestPolicy with
+// the runtime's presets).
 func (r *Runtime) policyFor(p *personaRuntime, req *schemas.PersonaRequest) (retry.Policy, error) {
-	return resolvePolicy(p.policy, req, r.presets)
+	return RequestPolicy(p.policy, req, r.presets)
 }
 
-// resolvePolicy applies req's policy name and overrides to the persona's
-// policy pol.
-func resolvePolicy(pol retry.Policy, req *schemas.PersonaRequest, presets func(string) (retry.Policy, error)) (retry.Policy, error) {
-	if req.Policy != "" && req.Policy != pol.Name {
-		named, err := presets(req.Policy)
-		if err != nil {
-			return retry.Policy{}, fmt.Errorf("request policy: %w", err)
-		}
-		named.AttemptTimeout = pol.AttemptTimeout
-		pol = named
-	}
-	pol = applyOverrides(pol, req.PolicyOverrides)
-	if err := pol.Validate(); err != nil {
+// RequestPolicy resolves the policy req runs under when its persona's policy
+// is base: the preset the request names (the persona's attempt timeout is
+// kept: timeouts belong to personas, retry shapes to categories), then the
+// request's inline overrides (retry.ForRequest). presets looks a preset up
+// (nil: retry.Preset). `personaq policy explain --request` shows the same.
+func RequestPolicy(base retry.Policy, req *schemas.PersonaRequest, presets func(string) (retry.Policy, error)) (retry.Policy, error) {
+	pol, err := retry.ForRequest(base, req.Policy, overrides(req.PolicyOverrides), presets)
+	if err != nil {
 		return retry.Policy{}, fmt.Errorf("request policy: %w", err)
 	}
 	return pol, nil
 }
 
-func applyOverrides(p retry.Policy, o *schemas.PolicyOverrides) retry.Policy {
+// overrides converts a request's policy_overrides.
+func overrides(o *schemas.PolicyOverrides) retry.Overrides {
 	if o == nil {
-		return p
+		return retry.Overrides{}
 	}
-	if o.MaxAttempts > 0 {
-		p.MaxAttempts = o.MaxAttempts
+	out := retry.Overrides{MaxAttempts: o.MaxAttempts, AttemptTimeout: time.Duration(o.AttemptTimeoutMs) * time.Millisecond,
+		NonRetryable: o.NonRetryable}
+	for _, ms := range o.BackoffMs {
+		out.Backoffs = append(out.Backoffs, time.Duration(ms)*time.Millisecond)
 	}
-	if o.AttemptTimeoutMs > 0 {
-		p.AttemptTimeout = time.Duration(o.AttemptTimeoutMs) * time.Millisecond
-	}
-	if len(o.BackoffMs) > 0 {
-		list := make([]time.Duration, len(o.BackoffMs))
-		for i, ms := range o.BackoffMs {
-			list[i] = time.Duration(ms) * time.Millisecond
-		}
-		p.Schedule = retry.List{Delays: list}
-	}
-	p.NonRetryable = append(p.NonRetryable[:len(p.NonRetryable):len(p.NonRetryable)], o.NonRetryable...)
-	return p
+	return out
 }

@@ -13,7 +13,7 @@ func (r *Runtime) toVerdict(st *attemptState) {
 	switch d.Action {
 	case retry.ActionAck:
 		st.verdict = verdictAck
-		r.logAttempt(st, st.log.Info()).Msg("Persona request succeeded")
+		r.logAttempt(st, st.log.Info()).Msg(r.message(st))
 	case retry.ActionRetry:
 		st.verdict, st.delay = verdictRetry, d.Delay
 		r.logRetry(st)
@@ -23,6 +23,15 @@ func (r *Runtime) toVerdict(st *attemptState) {
 	}
 }
 
+// message is the shared wording of retry.Message for this attempt.
+func (r *Runtime) message(st *attemptState) string {
+	var task, step string
+	if st.req != nil {
+		task, step = st.req.TaskID, st.req.Step
+	}
+	return retry.Message(st.attempt, st.decision, task, step, st.persona.name)
+}
+
 func (r *Runtime) logAttempt(st *attemptState, e *zerolog.Event) *zerolog.Event {
 	a := st.attempt
 	e = e.Int("attempt", a.Number).Str("agent", a.Agent).Str("role", string(a.Role)).
@@ -30,46 +39,38 @@ func (r *Runtime) logAttempt(st *attemptState, e *zerolog.Event) *zerolog.Event 
 	if a.Progress.Known() {
 		e = e.Int("tasks_completed", a.Progress.Completed).Int("tasks_total", a.Progress.Total)
 	}
+	if len(a.ErrorTypes) > 0 {
+		e = e.Str("error_type", a.ErrorTypes[0])
+	}
 	if a.Error != "" {
 		e = e.Str("error", a.Error)
 	}
 	return e
 }
 
-// logRetry writes seed 001's pair of lines: why this attempt failed and how
-// long until the next; validation retries carry seed 002's "[RETRY N]" tag.
+// logRetry writes the step budget's pair of lines: why this attempt failed
+// ("[RETRY N] Validation: …", "[RETRY N] API error: …", or "Persona request
+// timed out, will retry") and how long until the next.
 func (r *Runtime) logRetry(st *attemptState) {
 	d := st.decision
-	fail := r.logAttempt(st, st.log.Warn()).Int("remainingRetries", d.RemainingRetries)
-	switch st.attempt.Class {
-	case retry.ClassTimeout:
-		fail.Msg("Persona request timed out, will retry")
-	case retry.ClassSnooze:
-		fail.Msg("Persona request snoozed; attempt not counted")
-	case retry.ClassValidation:
-		fail.Msgf("[RETRY %d] Validation failed, retrying with feedback", d.NextAttempt)
-	default:
-		fail.Msgf("[RETRY %d] Persona request failed (%s), will retry", d.NextAttempt, st.attempt.Class)
-	}
+	r.logAttempt(st, st.log.Warn()).Int("remainingRetries", d.RemainingRetries).Msg(r.message(st))
 	st.log.Info().Int("attempt", d.NextAttempt).Str("agent", st.agentFor(d.Role)).Str("role", string(d.Role)).
 		Float64("backoffSeconds", d.Delay.Seconds()).Dur("timeout", d.Timeout).
+		Dur("progress_interval", d.ProgressInterval).
 		Msg("Retrying persona request after " + st.attempt.Class.String() + " with backoff delay")
 }
 
+// logStop writes the final line: the tagged final failure and what became
+// of the task (blocked, escalated), or adaptive retry's DEFER line.
 func (r *Runtime) logStop(st *attemptState) {
 	d := st.decision
-	e := r.logAttempt(st, st.log.Error()).Str("reason", d.Reason).Str("detail", d.Detail)
-	switch d.Action {
-	case retry.ActionDefer:
-		e.Int("plateau_completed", d.Plateau.Completed).Int("plateau_total", d.Plateau.Total).
-			Msg("Task step deferred: hit a complexity limit (plateau across agents)")
-	case retry.ActionEscalate:
-		e.Msg("Task step escalated: all retries exhausted")
-	default:
-		if d.Reason == retry.ReasonExhausted {
-			e.Msg("All retries exhausted; task blocked, request quarantined")
-			return
-		}
-		e.Msg("Persona request quarantined")
+	level := st.log.Error()
+	if d.Action == retry.ActionDefer { // a deferred task is parked, not failed
+		level = st.log.Warn()
 	}
+	e := r.logAttempt(st, level).Str("reason", d.Reason).Str("detail", d.Detail).Bool("blocked", d.Blocked)
+	if d.Action == retry.ActionDefer && d.Plateau != nil {
+		e = e.Int("plateau_completed", d.Plateau.Completed).Int("plateau_total", d.Plateau.Total)
+	}
+	e.Msg(r.message(st))
 }

@@ -16,6 +16,7 @@ type Classification struct {
 	Class retry.Class
 	// TypeNames are the simple type names in the error chain, outermost
 	// meaningful first (wrappers from fmt and this package are skipped).
+	// Only the first is matched against a policy's non-retryable list.
 	TypeNames  []string
 	RetryAfter time.Duration
 	Feedback   string

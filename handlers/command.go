@@ -36,7 +36,11 @@ const maxProgressLine = 4 << 10
 // DefaultExitCodes returns the exit code classes used for codes that
 // CommandConfig.ExitCodes does not name, after sysexits.h: EX_DATAERR (65)
 // is a validation failure, EX_UNAVAILABLE (69) a network failure,
-// EX_TEMPFAIL (75) retryable. Any code in neither map is terminal.
+// EX_TEMPFAIL (75) retryable. A code in neither map is terminal, unless
+// the program reported progress before it exited: a session that ran and
+// then failed (wrong output, tests failed) is adaptive-retry material and
+// is retried. Name a code terminal in CommandConfig.ExitCodes to make it
+// terminal even then.
 func DefaultExitCodes() map[int]retry.Class {
 	return map[int]retry.Class{
 		0:  retry.ClassSucceeded,
@@ -66,8 +70,9 @@ type CommandConfig struct {
 	// error text (and validation feedback). Default: 4 KiB.
 	StderrTail int
 	// MaxOutputBytes bounds the stdout kept as Result.Output (progress
-	// lines excluded); a successful run that prints more fails as terminal
-	// (ErrResponseTooLarge). Default: 1 MiB.
+	// and error-type lines excluded); a successful run that prints more
+	// fails as terminal (ErrResponseTooLarge). Default: 1 MiB; raise it for
+	// agents whose answers are larger (8 MiB is 8388608).
 	MaxOutputBytes int
 	// KillGrace is the time between SIGTERM and SIGKILL to the program's
 	// process group once the attempt's context is done. Default: 2s.
@@ -119,8 +124,11 @@ func (c CommandConfig) withDefaults() CommandConfig {
 // The program reads the attempt's Envelope as JSON on stdin and finds the
 // attempt in PERSONAQ_* environment variables. Stdout lines of the form
 // {"progress":{"completed":N,"total":M}} report progress (the last wins);
-// the rest of stdout is the output. The exit code picks the class (see
-// DefaultExitCodes); the end of stderr is the error text. The program runs
+// a line {"error_type":"CommitError","error":"nothing to commit"} on
+// stdout, or as the last line of stderr, names the error type of a failed
+// run (matched against the policy's non-retryable types); the rest of
+// stdout is the output, kept on failures too. The exit code picks the class
+// (see DefaultExitCodes); the end of stderr is the error text. The program runs
 // in its own process group, and nothing in that group outlives the attempt:
 // when the context ends the group gets SIGTERM, then SIGKILL after
 // KillGrace, and the attempt is a timeout.
@@ -155,17 +163,17 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	}
 	stopped := c.wait(ctx, cmd)
 	stdout.endLine()
-	res := Result{Progress: stdout.progress}
+	// The output is kept on failures too: the next attempt may be shown it.
+	res := Result{Progress: stdout.progress, Output: outputOf(stdout.out)}
 	if stopped {
 		return res, interrupted(ctx, fmt.Errorf("persona command %s stopped", c.name()))
 	}
-	if err := c.exitError(cmd.ProcessState, stderr.String()); err != nil {
+	if err := c.exitError(cmd.ProcessState, stdout, stderr.String()); err != nil {
 		return res, err
 	}
 	if stdout.overflow {
 		return res, Terminal(fmt.Errorf("%w: over %d bytes on stdout", ErrResponseTooLarge, c.cfg.MaxOutputBytes))
 	}
-	res.Output = outputOf(stdout.out)
 	return res, nil
 }
 
@@ -196,6 +204,7 @@ func attemptEnv(req *Request) []string {
 		"PERSONAQ_REQUEST_ID=" + m.RequestID,
 		"PERSONAQ_CORRELATION_ID=" + correlationID(m),
 		"PERSONAQ_IDEMPOTENCY_KEY=" + idempotencyKey(req),
+		"PERSONAQ_PROGRESS_INTERVAL_MS=" + strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10),
 	}
 }
 
@@ -244,11 +253,14 @@ func (c *CommandInvoker) startError(err error) error {
 }
 
 // exitError maps how the program ended onto a class.
-func (c *CommandInvoker) exitError(st *os.ProcessState, stderr string) error {
+func (c *CommandInvoker) exitError(st *os.ProcessState, stdout *stdoutSink, stderr string) error {
 	if st == nil { // Wait could not reap it (someone else did): unknown outcome
 		return Retryable(fmt.Errorf("persona command %s: exit status lost", c.name()))
 	}
-	e := &ExitError{Code: st.ExitCode(), Stderr: stderr}
+	e := &ExitError{Code: st.ExitCode(), Stderr: stderr, Type: stdout.errType, Message: stdout.errMsg}
+	if e.Type == "" {
+		e.Type, e.Message = parseErrorType([]byte(lastLine(stderr)), true)
+	}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		// Killed from outside (OOM killer, an operator): the next run may
 		// well survive, and the policy bounds how often we try.
@@ -256,7 +268,11 @@ func (c *CommandInvoker) exitError(st *os.ProcessState, stderr string) error {
 		return Retryable(fmt.Errorf("persona command %s: %w", c.name(), e))
 	}
 	class, ok := c.cfg.ExitCodes[e.Code]
-	if !ok {
+	switch {
+	case ok:
+	case stdout.progress.Known():
+		class = retry.ClassRetryable // ran, reported progress, failed: adaptive retry
+	default:
 		class = retry.ClassTerminal
 	}
 	err := fmt.Errorf("persona command %s: %w", c.name(), e)
@@ -277,17 +293,34 @@ type ExitError struct {
 	Signal syscall.Signal
 	// Stderr is the end of the program's standard error.
 	Stderr string
+	// Type is the error type the program named in an error_type line;
+	// empty when it named none. Message is that line's error text.
+	Type, Message string
 }
 
 func (e *ExitError) Error() string {
-	msg := fmt.Sprintf("exit status %d", e.Code)
+	parts := []string{fmt.Sprintf("exit status %d", e.Code)}
 	if e.Signal != 0 {
-		msg = fmt.Sprintf("terminated by signal %d (%s)", int(e.Signal), e.Signal)
+		parts[0] = fmt.Sprintf("terminated by signal %d (%s)", int(e.Signal), e.Signal)
 	}
-	if e.Stderr == "" {
-		return msg
+	for _, s := range []string{e.Type, e.Message} {
+		if s != "" {
+			parts = append(parts, s)
+		}
 	}
-	return msg + ": " + e.Stderr
+	if e.Message == "" && e.Stderr != "" { // a named message says it better
+		parts = append(parts, e.Stderr)
+	}
+	return strings.Join(parts, ": ")
+}
+
+// ErrorType is the type the program named, or "ExitError": the outermost
+// type name non-retryable lists are matched against.
+func (e *ExitError) ErrorType() string {
+	if e.Type != "" {
+		return e.Type
+	}
+	return "ExitError"
 }
 
 // stdoutSink keeps a program's stdout, bounded, taking progress reports out
@@ -297,8 +330,10 @@ type stdoutSink struct {
 	out      []byte
 	overflow bool
 	progress retry.Progress
-	line     []byte
-	long     bool // the current line is too long to be a progress report
+	// errType and errMsg come from the last error_type line.
+	errType, errMsg string
+	line            []byte
+	long            bool // the current line is too long to be a progress report
 }
 
 func (s *stdoutSink) Write(p []byte) (int, error) {
@@ -329,19 +364,30 @@ func (s *stdoutSink) add(b []byte) {
 	s.keep(b)
 }
 
-// endLine finishes the current line: a progress report updates progress
-// and, if it says nothing else, is left out of the output.
+// endLine finishes the current line: a progress report updates progress,
+// an error_type line names the error, and a line that says nothing else is
+// left out of the output.
 func (s *stdoutSink) endLine() {
 	if !s.long {
-		p, ok := parseProgress(s.line)
-		if ok {
+		p, isProgress := parseProgress(s.line)
+		if isProgress {
 			s.progress = p
 		}
-		if !ok || !progressOnly(s.line) {
+		t, msg := parseErrorType(s.line, true)
+		if t != "" {
+			s.errType, s.errMsg = t, msg
+		}
+		if !(isProgress && reportOnly(s.line, &progressReport{})) && !(t != "" && reportOnly(s.line, &errorLine{})) {
 			s.keep(s.line)
 		}
 	}
 	s.line, s.long = s.line[:0], false
+}
+
+// errorLine is a command's error_type line and nothing else.
+type errorLine struct {
+	ErrorType string          `json:"error_type"`
+	Error     json.RawMessage `json:"error"`
 }
 
 func (s *stdoutSink) keep(b []byte) {
@@ -352,12 +398,21 @@ func (s *stdoutSink) keep(b []byte) {
 	s.out = append(s.out, b...)
 }
 
-// progressOnly reports whether line is a progress report and nothing else.
-func progressOnly(line []byte) bool {
+// reportOnly reports whether line decodes into v (a report type) with no
+// other field.
+func reportOnly(line []byte, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	var r progressReport
-	return dec.Decode(&r) == nil && !dec.More()
+	return dec.Decode(v) == nil && !dec.More()
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // tailWriter keeps the last max bytes written to it.

@@ -60,6 +60,13 @@ func TestCommandInvokerExitCodes(t *testing.T) {
 			class: retry.ClassValidation, feedback: "persona command sh: exit status 65", text: "persona command sh: exit status 65"},
 		{name: "KilledBySignal", script: "kill -KILL $$", class: retry.ClassRetryable,
 			text: "persona command sh: terminated by signal 9 (killed)"},
+		// A session that ran, reported progress and failed (wrong output,
+		// tests failed) is adaptive-retry material, not terminal...
+		{name: "FailedAfterProgressIsRetried", script: `echo '{"progress":{"completed":5,"total":9}}'; echo 'tests failed' >&2; exit 1`,
+			class: retry.ClassRetryable, text: "persona command sh: exit status 1: tests failed"},
+		// ...unless the exit code is configured terminal.
+		{name: "ConfiguredTerminalAfterProgress", script: `echo '{"progress":{"completed":5,"total":9}}'; exit 1`,
+			codes: map[int]retry.Class{1: retry.ClassTerminal}, class: retry.ClassTerminal, text: "persona command sh: exit status 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +112,7 @@ func TestCommandInvokerEnvironment(t *testing.T) {
 		"PERSONAQ_CORRELATION_ID=corr-1",
 		"PERSONAQ_IDEMPOTENCY_KEY=task-7/plan/2",
 		"PERSONAQ_PERSONA=planner",
+		"PERSONAQ_PROGRESS_INTERVAL_MS=60000",
 		"PERSONAQ_REQUEST_ID=req-1",
 		"PERSONAQ_ROLE=fallback",
 		"PERSONAQ_STEP=plan",
@@ -399,4 +407,73 @@ func TestStdoutSinkChunking(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A command names its error type with a JSON line, on stdout or as the last
+// line of stderr; the outermost type name is what the policy's
+// non-retryable list is matched against.
+func TestCommandInvokerNamesErrorType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		script string
+		types  []string
+		text   string
+		output string
+	}{
+		{"StdoutLine", `echo '{"error_type":"CommitError","error":"Nothing to commit"}'; exit 75`,
+			[]string{"CommitError"}, "persona command sh: exit status 75: CommitError: Nothing to commit", ""},
+		{"StdoutLineAmongOutput", `echo 'diff ready'; echo '{"error_type":"CommitError"}'; echo 'oops' >&2; exit 75`,
+			[]string{"CommitError"}, "persona command sh: exit status 75: CommitError: oops", `"diff ready"`},
+		{"LastStderrLine", `echo 'writing…' >&2; echo '{"error_type":"OutputWriteError","error":"disk full"}' >&2; exit 75`,
+			[]string{"OutputWriteError"}, "persona command sh: exit status 75: OutputWriteError: disk full", ""},
+		{"NotATypeName", `echo '{"error_type":"commit_error"}' >&2; exit 75`,
+			[]string{"ExitError"}, `persona command sh: exit status 75: {"error_type":"commit_error"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := shInvoker(t, tt.script, CommandConfig{}).Handle(t.Context(), testRequest())
+			c := Classify(err)
+			require.Equal(t, tt.types, c.TypeNames)
+			require.EqualError(t, err, tt.text)
+			if tt.output == "" {
+				require.Empty(t, res.Output)
+			} else {
+				require.JSONEq(t, tt.output, string(res.Output))
+			}
+			d := retry.Decide(retry.Input{Policy: retry.GitPolicy(), Current: retry.Attempt{Number: 1, Class: c.Class, ErrorTypes: c.TypeNames}})
+			require.Equal(t, tt.types[0] == "CommitError", d.Action == retry.ActionQuarantine, "the git preset's list applies")
+		})
+	}
+}
+
+// What the agent printed before failing is kept (bounded), so the next
+// attempt can be shown the answer that was wrong.
+func TestCommandInvokerKeepsOutputOnFailure(t *testing.T) {
+	t.Parallel()
+	res, err := shInvoker(t, `echo '{"answer":"draft"}'; exit 65`, CommandConfig{}).Handle(t.Context(), testRequest())
+	require.Equal(t, retry.ClassValidation, Classify(err).Class)
+	require.JSONEq(t, `{"answer":"draft"}`, string(res.Output))
+
+	res, err = shInvoker(t, `printf abcdefgh; exit 75`, CommandConfig{MaxOutputBytes: 4}).Handle(t.Context(), testRequest())
+	require.Equal(t, retry.ClassRetryable, Classify(err).Class)
+	require.Equal(t, `"abcd"`, string(res.Output))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	res, err = shInvoker(t, `echo 'half done'; exec sleep 30`, CommandConfig{KillGrace: 10 * time.Millisecond}).Handle(ctx, testRequest())
+	require.Equal(t, retry.ClassTimeout, Classify(err).Class)
+	require.Equal(t, `"half done"`, string(res.Output))
+}
+
+// Answers of 8 MiB pass when the limit is raised to it.
+func TestCommandInvokerEightMiBOutput(t *testing.T) {
+	t.Parallel()
+	const size = 8 << 20
+	res, err := shInvoker(t, `head -c 8388608 /dev/zero | tr '\\0' x`, CommandConfig{MaxOutputBytes: size}).Handle(t.Context(), testRequest())
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, json.Unmarshal(res.Output, &out))
+	require.Len(t, out, size)
 }

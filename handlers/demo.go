@@ -72,7 +72,8 @@ func DemoTimeout() Handler {
 }
 
 // DemoPlateau reports progress stuckAt/total and fails retryably on every
-// attempt, so the adaptive policy sees a plateau and defers (seed 004).
+// attempt, so the adaptive policy sees a plateau and defers (adaptive
+// retry: confirmed on attempt 4, across both agents).
 // A non-positive total means 9 (stuck at 5).
 func DemoPlateau(total, stuckAt int) Handler {
 	if total <= 0 {
@@ -87,7 +88,7 @@ func DemoPlateau(total, stuckAt int) Handler {
 
 // DemoValidation gives an invalid answer, with feedback, until attempt
 // fixOn (default 2) — and then only if that attempt was handed the earlier
-// feedback (seed 002).
+// feedback (retry with feedback).
 func DemoValidation(fixOn int) Handler {
 	if fixOn <= 0 {
 		fixOn = 2

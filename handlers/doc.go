@@ -18,13 +18,18 @@
 //
 // Errors that carry no class are classified by Classify: context deadline →
 // timeout, connection refused/reset and DNS failures → network, anything
-// else → retryable. Error type names (the Go type's simple name, or an
-// ErrorType() method) are matched against a policy's non-retryable list,
-// like Temporal's non_retryable_error_types.
+// else → retryable. The outermost error's type name (the Go type's simple
+// name, or an ErrorType() method; fmt's wrappers and this package's classes
+// are looked through) is matched against a policy's non-retryable list,
+// exactly and alone, like Temporal's non_retryable_error_types: a listed
+// type further down the chain does not count.
 //
 // Built-in invokers put personaq in front of agents without Go: NewHTTP
 // POSTs each attempt to an endpoint (status codes map onto the classes,
-// Retry-After is honoured) and NewCommand runs an agent CLI with the request
-// on stdin (exit codes map onto the classes; the whole process group is
-// killed at the deadline). DemoPersonas are the handlers `personaq dev` runs.
+// Retry-After is honoured, a JSON body may name its error type) and
+// NewCommand runs an agent CLI with the request on stdin (exit codes map
+// onto the classes, a JSON line may name the error type; the whole process
+// group is killed at the deadline). Both keep what the persona answered on
+// failed attempts too, bounded by their size limit (1 MiB unless
+// configured). DemoPersonas are the handlers `personaq dev` runs.
 package handlers

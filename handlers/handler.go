@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -23,12 +24,18 @@ type Request struct {
 	// Previous holds the earlier attempts of this task step, oldest first.
 	Previous []retry.Attempt
 	// Feedback lists the earlier attempts' errors, for the agent's prompt
-	// (seed 002: retry with the previous error fed back).
+	// (retry with feedback: the previous error fed back).
 	Feedback []string
+	// ProgressInterval is how often the persona is asked to report
+	// progress during this attempt (adaptive retry's poll interval; doubled
+	// after an attempt whose progress improved). Zero: not asked.
+	ProgressInterval time.Duration
 }
 
 // Result is what a handler returns with or without an error. Progress is
-// read on failures too: it is how plateaus are detected.
+// read on failures too: it is how plateaus are detected. Output is kept on
+// failures too (bounded), so the answer that was wrong can be shown to the
+// next attempt.
 type Result struct {
 	Progress retry.Progress
 	Output   json.RawMessage

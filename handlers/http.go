@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,8 @@ type HTTPConfig struct {
 	// X-Personaq-*) take precedence.
 	Headers map[string]string
 	// MaxResponseBytes bounds a response body; a 2xx answer longer than
-	// this fails as terminal (ErrResponseTooLarge). Default: 1 MiB.
+	// this fails as terminal (ErrResponseTooLarge). Default: 1 MiB; raise it
+	// for personas whose answers are larger (8 MiB is 8388608).
 	MaxResponseBytes int64
 	// ValidationOn422 turns a 422 with a body into a validation failure
 	// whose body is fed back to the next attempt. Default: false.
@@ -67,6 +69,8 @@ func (c HTTPConfig) validate() error {
 		return configErr("url", "%v", err)
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
 		return configErr("url", "want an absolute http(s) URL, got %q", c.URL)
+	case !ValidPort(u.Port()):
+		return configErr("url", "port must be 1 to 65535, got %s", u.Port())
 	case c.MaxResponseBytes < 0:
 		return configErr("max_response_bytes", "must not be negative, got %d", c.MaxResponseBytes)
 	}
@@ -77,6 +81,16 @@ func (c HTTPConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidPort reports whether port, the port of a URL (url.URL.Port), is
+// empty or a number from 1 to 65535: url.Parse accepts any digits.
+func ValidPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // validHeader checks what net/http would otherwise reject on every call,
@@ -105,11 +119,13 @@ func defaultClient() *http.Client {
 
 // HTTPInvoker runs a persona by POSTing each attempt's Envelope to its URL.
 //
-// A 2xx answer succeeds, its body kept as Result.Output; other statuses are
-// classified by StatusOptions.FromStatus. Progress ({"progress":
-// {"completed":5,"total":9}}) is read from any answer, failures included,
-// so plateaus can be detected. A deadline becomes Timeout; refused, reset
-// and unresolvable connections become Network.
+// A 2xx answer succeeds; other statuses are classified by
+// StatusOptions.FromStatus, and a JSON body may name its error type
+// ({"error":{"type":"CommitError"}}, see StatusError.Type). The body is
+// kept as Result.Output and progress ({"progress":{"completed":5,"total":9}})
+// is read from any answer, failures included, so plateaus can be detected
+// and the next attempt can be shown what was wrong. A deadline becomes
+// Timeout; refused, reset and unresolvable connections become Network.
 type HTTPInvoker struct {
 	cfg    HTTPConfig
 	status StatusOptions
@@ -161,6 +177,9 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 	r.Header.Set("Idempotency-Key", idempotencyKey(req))
 	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
 	r.Header.Set("X-Personaq-Agent", req.Agent)
+	if req.ProgressInterval > 0 {
+		r.Header.Set("X-Personaq-Progress-Interval-Ms", strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
+	}
 	return r, nil
 }
 
@@ -172,7 +191,9 @@ func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, 
 	if oversize {
 		body = body[:limit]
 	}
-	res := Result{}
+	// Progress and the answer are kept on failures too: a plateau is read
+	// from them, and the next attempt may be shown what was wrong.
+	res := Result{Output: outputOf(body)}
 	res.Progress, _ = parseProgress(body)
 	statusErr := h.status.FromStatus(resp.StatusCode, string(body), resp.Header.Get("Retry-After"), time.Now())
 	switch {
@@ -184,7 +205,6 @@ func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, 
 	case oversize:
 		return res, Terminal(fmt.Errorf("%w: over %d bytes", ErrResponseTooLarge, limit))
 	}
-	res.Output = outputOf(body)
 	return res, nil
 }
 
@@ -236,11 +256,15 @@ type Envelope struct {
 	Role    retry.Role              `json:"role"`
 	Agent   string                  `json:"agent"`
 	// Feedback lists what earlier attempts should learn from, oldest first
-	// (seed 002); never null.
+	// (retry with feedback); never null.
 	Feedback []string `json:"feedback"`
 	// PreviousErrors are the earlier failed attempts, oldest first; never
 	// null.
 	PreviousErrors []schemas.AttemptRecord `json:"previous_errors"`
+	// ProgressIntervalMs asks the persona to report progress this often
+	// (adaptive retry's poll interval, doubled after an attempt whose
+	// progress improved); absent when not asked.
+	ProgressIntervalMs int64 `json:"progress_interval_ms,omitempty"`
 }
 
 // NewEnvelope builds the Envelope for one attempt.
@@ -252,6 +276,8 @@ func NewEnvelope(req *Request) Envelope {
 		Agent:          req.Agent,
 		Feedback:       append([]string{}, req.Feedback...),
 		PreviousErrors: []schemas.AttemptRecord{},
+
+		ProgressIntervalMs: req.ProgressInterval.Milliseconds(),
 	}
 	for _, a := range req.Previous {
 		if a.Class.Failed() {
@@ -306,6 +332,49 @@ func parseProgress(doc []byte) (retry.Progress, bool) {
 		return retry.Progress{}, false
 	}
 	return p, true
+}
+
+// errorReport is how a persona names its error in a JSON answer:
+// {"error_type":"CommitError","error":"nothing to commit"}, or
+// {"error":{"type":"CommitError","message":"…"}}, or {"type":"CommitError"}.
+type errorReport struct {
+	ErrorType string          `json:"error_type"`
+	Type      string          `json:"type"`
+	Error     json.RawMessage `json:"error"`
+}
+
+// typeNameRe is a simple type (class) name: CommitError, BadRequestError.
+// Provider error codes such as invalid_request_error are not type names.
+var typeNameRe = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,127}$`)
+
+// parseErrorType reads the error type (and message) a JSON document names.
+// With strict, only the error_type key counts (a command's stdout line,
+// whose other JSON is output). A name that is not a simple type name is
+// ignored.
+func parseErrorType(doc []byte, strict bool) (typ, msg string) {
+	var r errorReport
+	if json.Unmarshal(doc, &r) != nil {
+		return "", ""
+	}
+	var nested struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(r.Error, &nested) != nil {
+		_ = json.Unmarshal(r.Error, &msg) // "error": "text"
+	} else {
+		msg = nested.Message
+	}
+	candidates := []string{r.ErrorType}
+	if !strict {
+		candidates = append(candidates, nested.Type, r.Type)
+	}
+	for _, t := range candidates {
+		if typeNameRe.MatchString(t) {
+			return t, msg
+		}
+	}
+	return "", ""
 }
 
 // outputOf keeps a JSON answer as it is and wraps anything else in a JSON

@@ -39,7 +39,8 @@ func testRequest() *Request {
 			Feedback: "add a summary", Progress: retry.Progress{Completed: 5, Total: 9},
 			Duration: 1500 * time.Millisecond, At: time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC),
 		}},
-		Feedback: []string{"add a summary"},
+		Feedback:         []string{"add a summary"},
+		ProgressInterval: time.Minute,
 	}
 }
 
@@ -96,27 +97,42 @@ func TestHTTPInvokerAnswers(t *testing.T) {
 		{name: "NoContent", code: 204, class: retry.ClassSucceeded},
 		{name: "ImpossibleProgressIgnored", code: 200, body: `{"progress":{"completed":10,"total":9}}`,
 			class: retry.ClassSucceeded, output: `{"progress":{"completed":10,"total":9}}`},
-		{name: "BadRequest", code: 400, body: `{"error":"bad"}`, class: retry.ClassTerminal, types: []string{"BadRequestError"}},
+		{name: "BadRequest", code: 400, body: `{"error":"bad"}`, class: retry.ClassTerminal, types: []string{"BadRequestError"},
+			output: `{"error":"bad"}`},
+		// The persona names its error type (matched by non-retryable lists);
+		// a provider's error code is not a type name, the status names it.
+		{name: "NamedTypeNested", code: 500, body: `{"error":{"type":"CommitError","message":"nothing to commit"}}`,
+			class: retry.ClassRetryable, types: []string{"CommitError"}, output: `{"error":{"type":"CommitError","message":"nothing to commit"}}`},
+		{name: "NamedTypeErrorType", code: 500, body: `{"error_type":"RepoDiscoveryError","error":"no repo"}`,
+			class: retry.ClassRetryable, types: []string{"RepoDiscoveryError"}, output: `{"error_type":"RepoDiscoveryError","error":"no repo"}`},
+		{name: "NamedTypeTopLevel", code: 409, body: `{"type":"OutputWriteError"}`,
+			class: retry.ClassTerminal, types: []string{"OutputWriteError"}, output: `{"type":"OutputWriteError"}`},
+		{name: "ProviderErrorCodeIsNotAType", code: 400,
+			body:  `{"type":"error","error":{"type":"invalid_request_error","message":"bad prompt"}}`,
+			class: retry.ClassTerminal, types: []string{"BadRequestError"},
+			output: `{"type":"error","error":{"type":"invalid_request_error","message":"bad prompt"}}`},
 		{name: "Unauthorized", code: 401, class: retry.ClassTerminal, types: []string{"AuthenticationError"}},
 		{name: "Forbidden", code: 403, class: retry.ClassTerminal, types: []string{"PermissionDeniedError"}},
 		{name: "NotFound", code: 404, class: retry.ClassTerminal, types: []string{"NotFoundError"}},
 		{name: "UnprocessableTerminal", code: 422, body: "no summary", class: retry.ClassTerminal,
-			types: []string{"UnprocessableEntityError"}},
+			types: []string{"UnprocessableEntityError"}, output: `"no summary"`},
 		{name: "UnprocessableValidation", cfg: HTTPConfig{ValidationOn422: true}, code: 422, body: "no summary",
-			class: retry.ClassValidation, types: []string{"UnprocessableEntityError"}, feedback: "no summary"},
+			class: retry.ClassValidation, types: []string{"UnprocessableEntityError"}, feedback: "no summary",
+			output: `"no summary"`},
 		{name: "OtherClientError", code: 410, class: retry.ClassTerminal, types: []string{"HTTPError"}},
 		{name: "RequestTimeout", code: 408, class: retry.ClassRetryable, types: []string{"RequestTimeoutError"}},
 		{name: "RateLimited", code: 429, retryAfter: "3", class: retry.ClassRetryable,
 			types: []string{"RateLimitError"}, wait: 3 * time.Second},
-		{name: "ServerError", code: 500, body: "<html>oops</html>", class: retry.ClassRetryable, types: []string{"InternalServerError"}},
+		{name: "ServerError", code: 500, body: "<html>oops</html>", class: retry.ClassRetryable, types: []string{"InternalServerError"},
+			output: `"<html>oops</html>"`},
 		{name: "Unavailable", code: 503, retryAfter: "60", class: retry.ClassRetryable,
 			types: []string{"InternalServerError"}, wait: time.Minute},
 		{name: "Overloaded", code: 529, class: retry.ClassRetryable, types: []string{"OverloadedError"}},
 		{name: "ProgressOnFailure", code: 503, body: progress, class: retry.ClassRetryable,
-			types: []string{"InternalServerError"}, progress: retry.Progress{Completed: 5, Total: 9}},
+			types: []string{"InternalServerError"}, progress: retry.Progress{Completed: 5, Total: 9}, output: progress},
 		{name: "ProgressOnValidation", cfg: HTTPConfig{ValidationOn422: true}, code: 422, body: progress,
 			class: retry.ClassValidation, types: []string{"UnprocessableEntityError"}, feedback: progress,
-			progress: retry.Progress{Completed: 5, Total: 9}},
+			progress: retry.Progress{Completed: 5, Total: 9}, output: progress},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,6 +182,8 @@ func TestHTTPInvokerSendsEnvelopeAndHeaders(t *testing.T) {
 		"Idempotency-Key":    "task-7/plan/2",
 		"X-Personaq-Attempt": "2",
 		"X-Personaq-Agent":   "codex",
+
+		"X-Personaq-Progress-Interval-Ms": "60000",
 	}
 	for k, v := range wantHeaders {
 		require.Equal(t, v, r.Header.Get(k), "header %s", k)
@@ -181,6 +199,7 @@ func TestHTTPInvokerSendsEnvelopeAndHeaders(t *testing.T) {
 			Error: "summary missing", Progress: &schemas.Progress{Completed: 5, Total: 9},
 			DurationMs: 1500, At: time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC),
 		}},
+		ProgressIntervalMs: 60000,
 	}
 	require.Empty(t, cmp.Diff(want, env))
 }
@@ -413,6 +432,8 @@ func TestNewHTTPRejectsBadConfig(t *testing.T) {
 		{"RelativeURL", HTTPConfig{URL: "/persona"}, "url: want an absolute http(s) URL"},
 		{"OtherScheme", HTTPConfig{URL: "ftp://agent/persona"}, "url: want an absolute http(s) URL"},
 		{"Unparsable", HTTPConfig{URL: "http://a b/"}, "url: "},
+		{"PortOutOfRange", HTTPConfig{URL: "http://agent:99999/"}, "url: port must be 1 to 65535, got 99999"},
+		{"PortZero", HTTPConfig{URL: "http://agent:0/"}, "url: port must be 1 to 65535, got 0"},
 		{"NegativeLimit", HTTPConfig{URL: "http://agent/", MaxResponseBytes: -1}, "max_response_bytes: must not be negative"},
 		{"HeaderNameWithSpace", HTTPConfig{URL: "http://agent/", Headers: map[string]string{"X Key": "v"}},
 			`headers: "X Key": invalid name or value`},
@@ -427,4 +448,21 @@ func TestNewHTTPRejectsBadConfig(t *testing.T) {
 			require.ErrorContains(t, err, "invalid config: "+tt.field)
 		})
 	}
+}
+
+// Answers of 8 MiB pass when the limit is raised to it; the answer of a
+// failed attempt is kept too.
+func TestHTTPInvokerEightMiBAnswer(t *testing.T) {
+	t.Parallel()
+	const size = 8 << 20
+	body := `{"patch":"` + strings.Repeat("x", size-len(`{"patch":""}`)) + `"}`
+	inv := newHTTPInvoker(t, respond(200, "", body), HTTPConfig{MaxResponseBytes: size})
+	res, err := inv.Handle(t.Context(), testRequest())
+	require.NoError(t, err)
+	require.Len(t, res.Output, size)
+
+	inv = newHTTPInvoker(t, respond(503, "", body), HTTPConfig{MaxResponseBytes: size})
+	res, err = inv.Handle(t.Context(), testRequest())
+	require.Equal(t, retry.ClassRetryable, Classify(err).Class)
+	require.Len(t, res.Output, size)
 }

@@ -21,6 +21,12 @@ const maxStatusBody = 1024
 // StatusError is a non-2xx answer from a persona's HTTP endpoint.
 type StatusError struct {
 	Code int
+	// Type is the error type the persona named in a JSON body
+	// ({"error_type":"CommitError"}, {"error":{"type":"CommitError"}} or
+	// {"type":"CommitError"}); empty when it named none. Only simple type
+	// names count: provider error codes such as invalid_request_error are
+	// left to the status.
+	Type string
 	// Body is the start of the response body (at most 1 KiB).
 	Body string
 	// RetryAfter is the server's Retry-After, parsed and capped; 0 if none.
@@ -35,10 +41,15 @@ func (e *StatusError) Error() string {
 	return msg + ": " + e.Body
 }
 
-// ErrorType names the error the way the Anthropic and OpenAI SDKs name
-// their exceptions, so policies written for them (seed 000's LLM preset:
-// BadRequestError, AuthenticationError, …) match HTTP personas unchanged.
+// ErrorType is the type the persona named (Type), or else the status named
+// the way the Anthropic and OpenAI SDKs name their exceptions, so policies
+// written for them (the llm preset: BadRequestError, AuthenticationError,
+// …) match HTTP personas unchanged. It is the outermost type name that
+// non-retryable lists are matched against.
 func (e *StatusError) ErrorType() string {
+	if e.Type != "" {
+		return e.Type
+	}
 	switch e.Code {
 	case http.StatusBadRequest:
 		return "BadRequestError"
@@ -73,7 +84,8 @@ const StatusOverloaded = 529
 // StatusOptions change how a status is classified.
 type StatusOptions struct {
 	// ValidationOn422 makes a 422 with a non-empty body a validation
-	// failure: the body is fed back to the next attempt (seed 002) instead
+	// failure: the body is fed back to the next attempt (retry with
+	// feedback) instead
 	// of quarantining the request. Default: false (422 is terminal).
 	ValidationOn422 bool
 }
@@ -90,7 +102,8 @@ func (o StatusOptions) FromStatus(code int, body, retryAfter string, now time.Ti
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	e := &StatusError{Code: code, Body: truncate(body, maxStatusBody)}
+	e := &StatusError{Code: code, Body: truncate(strings.TrimSpace(body), maxStatusBody)}
+	e.Type, _ = parseErrorType([]byte(body), false)
 	switch {
 	case retryableStatus(code):
 		e.RetryAfter = ParseRetryAfter(retryAfter, now)

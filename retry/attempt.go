@@ -20,7 +20,7 @@ func RoleFor(n int, hasFallback bool) Role {
 	return RolePrimary
 }
 
-// Progress is seed 004's tasks_completed / tasks_total for one attempt.
+// Progress is adaptive retry's tasks_completed / tasks_total for one attempt.
 type Progress struct {
 	Completed int
 	Total     int
@@ -32,7 +32,7 @@ func (p Progress) Known() bool { return p.Total > 0 }
 // Attempt is one real handler invocation and how it ended.
 type Attempt struct {
 	// Number is 1-based and counts handler invocations across every failure
-	// class (seed 004: a single attempt counter).
+	// class (adaptive retry: a single attempt counter).
 	Number int
 	Role   Role
 	Agent  string

@@ -2,16 +2,16 @@ package retry
 
 import "time"
 
-// DefaultBudgetBuffer is seed 001's slack on top of attempts and backoff.
+// DefaultBudgetBuffer is the step budget's slack on top of attempts and backoff.
 const DefaultBudgetBuffer = 30 * time.Second
 
-// Budget is seed 001's step-deadline arithmetic for one policy: how long the
+// Budget is the step budget's deadline arithmetic for one policy: how long the
 // runtime must keep a request alive so every retry can run.
 //
 // StepDeadline assumes every retry waits its schedule delay. Network
 // failures wait NetworkDelay instead and validation failures
 // ValidationDelay, and the last attempt may run with an extended timeout
-// (seed 004); the WorstCase fields bound those too. Neither bounds a
+// (adaptive retry); the WorstCase fields bound those too. Neither bounds a
 // failure's own Retry-After or a snooze, which the caller asked for.
 type Budget struct {
 	Policy         string

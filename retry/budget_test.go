@@ -11,37 +11,6 @@ import (
 	"github.com/personaq/personaq/retry"
 )
 
-// TestBudgetSeed001 pins seed 001's numbers: (maxRetries+1)×timeout +
-// 30s+60s+90s + 30s buffer.
-func TestBudgetSeed001(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		persona        string
-		timeout        time.Duration
-		wantDeadlineMs int64
-		wantMinutes    float64
-	}{
-		{"context", 60 * time.Second, 450000, 7.5},
-		{"planner", 30 * time.Second, 330000, 5.5},
-		{"lead-engineer", 90 * time.Second, 570000, 9.5},
-		{"tester-qa", 60 * time.Second, 450000, 7.5},
-	}
-	for _, tt := range tests {
-		t.Run(tt.persona, func(t *testing.T) {
-			t.Parallel()
-			b := retry.NewBudget(retry.NewPersonaDefaults().Policy(tt.persona))
-			require.Equal(t, tt.persona, b.Persona)
-			require.Equal(t, tt.timeout, b.AttemptTimeout)
-			require.Equal(t, 3, b.MaxRetries)
-			require.Equal(t, []time.Duration{30 * time.Second, 60 * time.Second, 90 * time.Second}, b.Backoffs)
-			require.Equal(t, int64(180000), b.TotalBackoff.Milliseconds())
-			require.Equal(t, 30*time.Second, b.Buffer)
-			require.Equal(t, tt.wantDeadlineMs, b.StepDeadline.Milliseconds())
-			require.InDelta(t, tt.wantMinutes, b.StepDeadline.Minutes(), 1e-9)
-		})
-	}
-}
-
 func TestBudgetWorstCase(t *testing.T) {
 	t.Parallel()
 	b := retry.NewBudget(retry.NewPersonaDefaults().Policy("context"))

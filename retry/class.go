@@ -61,7 +61,7 @@ func ParseClass(s string) (Class, error) {
 func (c Class) Failed() bool { return c != ClassSucceeded && c != ClassSnooze }
 
 // countsTowardPlateau reports whether an attempt of this class may take part
-// in plateau detection: network failures never do (seed 004).
+// in plateau detection: network failures never do (adaptive retry).
 func (c Class) countsTowardPlateau() bool {
 	return c.Failed() && c != ClassNetwork
 }

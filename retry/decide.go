@@ -6,10 +6,16 @@ import (
 )
 
 // DefaultPlateauAttempts is how many failed attempts must stop at the same
-// progress point before a plateau is confirmed. Seed 004's table defers at
-// attempt 4 when attempts 1, 3 and 4 stopped at 5/9 (both agents), but keeps
-// going at attempt 2 or 3 with only two matches, so three it is.
-const DefaultPlateauAttempts = 3
+// tasks_completed for a plateau: "identical across 2+ attempts" (adaptive
+// retry). With a fallback agent, both agents must be among them.
+const DefaultPlateauAttempts = 2
+
+// PlateauConfirmAttempt is the first attempt that may confirm a plateau.
+// Adaptive retry's decision table continues at attempt 3 even when the
+// plateau is already visible ("continue to attempt 4, confirm with the
+// other agent") and defers from attempt 4 on. A policy with fewer attempts
+// confirms on its last one.
+const PlateauConfirmAttempt = 4
 
 // Input is everything Decide looks at.
 type Input struct {
@@ -22,8 +28,30 @@ type Input struct {
 	History []Attempt
 	// Current is the attempt that just ended.
 	Current Attempt
+	// ProgressTotal is the request's progress_total (tasks_total). When
+	// positive the request tracks progress, and a failed attempt that
+	// reported none (a session that died early, a timeout, a network
+	// failure) counts as 0/ProgressTotal: zero progress on every attempt
+	// escalates instead of ending exhausted.
+	ProgressTotal int
 	// PlateauAttempts overrides DefaultPlateauAttempts when positive.
 	PlateauAttempts int
+}
+
+// attempts returns History and Current as one new slice, oldest first,
+// with unreported progress filled in when the request tracks it.
+func (in Input) attempts() []Attempt {
+	all := make([]Attempt, 0, len(in.History)+1)
+	all = append(append(all, in.History...), in.Current)
+	if in.ProgressTotal <= 0 {
+		return all
+	}
+	for i := range all {
+		if all[i].Class.Failed() && !all[i].Progress.Known() {
+			all[i].Progress = Progress{Completed: 0, Total: in.ProgressTotal}
+		}
+	}
+	return all
 }
 
 // Decide returns what happens after in.Current. It is pure: same input, same
@@ -33,16 +61,18 @@ func Decide(in Input) Decision {
 	if d, done := settled(p, in); done {
 		return d
 	}
-	if pl, ok := plateau(p, in); ok {
+	all := in.attempts()
+	if pl, ok := plateau(p, in, all); ok {
 		d := stop(ActionDefer, ReasonDeferred, fmt.Sprintf(
-			"plateau at %d/%d confirmed across %s; deferring", pl.Completed, pl.Total, agentsPhrase(in.HasFallback)))
+			"plateau at %d/%d confirmed across %s on attempt %d; deferring (complexity limit)",
+			pl.Completed, pl.Total, agentsPhrase(in.HasFallback), in.Current.Number))
 		d.Plateau = &pl
 		return d
 	}
 	if in.Current.Number >= p.MaxAttempts {
-		return exhausted(p, in)
+		return exhausted(p, in, all)
 	}
-	return retryNext(p, in)
+	return retryNext(p, in, all)
 }
 
 // settled decides the classes whose outcome needs no history: success,
@@ -53,21 +83,28 @@ func settled(p Policy, in Input) (Decision, bool) {
 	case ClassSucceeded:
 		return Decision{Action: ActionAck, Counted: true}, true
 	case ClassInvalidMessage:
-		return stop(ActionQuarantine, ReasonInvalidMessage, "message could not be decoded: "+cur.Error), true
+		return blocked(ActionQuarantine, ReasonInvalidMessage, "message could not be decoded: "+cur.Error), true
 	case ClassSnooze:
 		return snooze(p, in), true
 	case ClassTerminal:
-		return stop(ActionQuarantine, ReasonTerminal, "terminal error: "+cur.Error), true
+		return blocked(ActionQuarantine, ReasonTerminal, "terminal error; task blocked: "+cur.Error), true
 	}
 	if t, ok := p.nonRetryableMatch(cur.ErrorTypes); ok {
-		return stop(ActionQuarantine, ReasonTerminal, fmt.Sprintf(
-			"non-retryable error type %s under policy %q: %s", t, p.Name, cur.Error)), true
+		return blocked(ActionQuarantine, ReasonTerminal, fmt.Sprintf(
+			"non-retryable error type %s under policy %q; task blocked: %s", t, p.Name, cur.Error)), true
 	}
 	return Decision{}, false
 }
 
 func stop(a Action, reason, detail string) Decision {
 	return Decision{Action: a, Reason: reason, Detail: detail, Counted: true}
+}
+
+// blocked is a stop after which the task cannot go on without a person.
+func blocked(a Action, reason, detail string) Decision {
+	d := stop(a, reason, detail)
+	d.Blocked = true
+	return d
 }
 
 func snooze(p Policy, in Input) Decision {
@@ -78,12 +115,13 @@ func snooze(p Policy, in Input) Decision {
 		NextAttempt:      cur.Number,
 		Role:             RoleFor(cur.Number, in.HasFallback),
 		Timeout:          p.AttemptTimeout,
+		ProgressInterval: p.ProgressInterval,
 		RemainingRetries: max(p.MaxAttempts-cur.Number+1, 0),
 		Detail:           "snoozed; attempt not counted",
 	}
 }
 
-func retryNext(p Policy, in Input) Decision {
+func retryNext(p Policy, in Input, all []Attempt) Decision {
 	cur := in.Current
 	next := cur.Number + 1
 	delay, warning := delayAfter(p, cur)
@@ -94,12 +132,16 @@ func retryNext(p Policy, in Input) Decision {
 		NextAttempt:      next,
 		Role:             RoleFor(next, in.HasFallback),
 		Timeout:          p.AttemptTimeout,
-		Feedback:         feedback(in),
+		ProgressInterval: p.ProgressInterval,
+		Feedback:         FeedbackFor(all),
 		RemainingRetries: p.MaxAttempts - cur.Number,
 		Counted:          true,
 		Detail:           fmt.Sprintf("%s failure on attempt %d of %d", cur.Class, cur.Number, p.MaxAttempts),
 	}
-	if next == p.MaxAttempts && progressVaried(p, in) {
+	if d.ProgressInterval = ProgressIntervalFor(p, append(in.History[:len(in.History):len(in.History)], cur)); d.ProgressInterval != p.ProgressInterval {
+		d.Detail += "; progress improved, the next attempt reports progress half as often"
+	}
+	if next == p.MaxAttempts && progressVaried(p, all) {
 		d.Timeout = scaleDuration(p.AttemptTimeout, p.ExtendedTimeoutFactor)
 		d.Detail += "; progress varied, last attempt gets an extended timeout"
 	}
@@ -125,24 +167,20 @@ func delayAfter(p Policy, cur Attempt) (time.Duration, string) {
 	return d, ""
 }
 
-// feedback lists the error of every failed attempt so far, oldest first,
-// preferring a validation failure's feedback text (seed 002).
-func feedback(in Input) []string {
-	return FeedbackFor(append(in.History[:len(in.History):len(in.History)], in.Current))
-}
-
-func exhausted(p Policy, in Input) Decision {
-	all := append(in.History[:len(in.History):len(in.History)], in.Current)
-	if !anyProgress(all) {
-		return stop(ActionQuarantine, ReasonExhausted, fmt.Sprintf(
-			"all %d attempts failed; last: %s: %s", p.MaxAttempts, in.Current.Class, in.Current.Error))
-	}
-	if zeroProgress(all) {
+// exhausted ends a step whose last attempt failed: the task is blocked, or,
+// when the request tracked progress, escalated to a person.
+func exhausted(p Policy, in Input, all []Attempt) Decision {
+	last := fmt.Sprintf("last: %s: %s", in.Current.Class, in.Current.Error)
+	switch {
+	case !anyProgress(all):
+		return blocked(ActionQuarantine, ReasonExhausted, fmt.Sprintf(
+			"all %d attempts failed; task blocked; %s", p.MaxAttempts, last))
+	case zeroProgress(all):
 		return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
-			"zero progress on all %d attempts (likely API/connection issue); last: %s", p.MaxAttempts, in.Current.Error))
+			"zero progress on all %d attempts (likely API/connection issue); escalated; %s", p.MaxAttempts, last))
 	}
 	return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
-		"variable but incomplete progress; all %d attempts exhausted; last: %s", p.MaxAttempts, in.Current.Error))
+		"all %d attempts exhausted with %s; escalated; %s", p.MaxAttempts, progressStory(all), last))
 }
 
 func agentsPhrase(hasFallback bool) string {

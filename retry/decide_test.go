@@ -48,11 +48,19 @@ func walk(t *testing.T, in retry.Input, steps []step) {
 
 func retryTo(next int, role retry.Role, delay, timeout time.Duration, remaining int) retry.Decision {
 	return retry.Decision{Action: retry.ActionRetry, Delay: delay, NextAttempt: next, Role: role,
-		Timeout: timeout, RemainingRetries: remaining, Counted: true}
+		Timeout: timeout, ProgressInterval: retry.DefaultProgressInterval, RemainingRetries: remaining, Counted: true}
 }
 
+// final is a stop; a quarantine leaves the task blocked, a deferral or an
+// escalation does not.
 func final(a retry.Action, reason string) retry.Decision {
-	return retry.Decision{Action: a, Reason: reason, Counted: true}
+	return retry.Decision{Action: a, Reason: reason, Counted: true, Blocked: a == retry.ActionQuarantine}
+}
+
+// deferAt is a deferral at a plateau of completed/9.
+func deferAt(completed int) retry.Decision {
+	return retry.Decision{Action: retry.ActionDefer, Reason: retry.ReasonDeferred, Counted: true,
+		Plateau: &retry.Progress{Completed: completed, Total: 9}}
 }
 
 const (
@@ -68,122 +76,6 @@ var (
 	fallback = retry.RoleFallback
 	failed   = retry.ClassRetryable
 )
-
-// TestDecideSeed004 walks seed 004's decision table with a fallback agent,
-// five attempts and nine sub-tasks.
-func TestDecideSeed004(t *testing.T) {
-	t.Parallel()
-	in := retry.Input{Policy: retry.AdaptivePolicy(), HasFallback: true}
-	plateau := retry.Decision{Action: retry.ActionDefer, Reason: retry.ReasonDeferred, Counted: true,
-		Plateau: &retry.Progress{Completed: 5, Total: 9}}
-	tests := []struct {
-		name  string
-		steps []step
-	}{
-		{"PlateauConfirmedAcrossAgentsDefersAtFour", []step{
-			{at(1, failed, 5), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 4), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 5), retryTo(4, fallback, s90, tmo, 2)}, // same task, same agent: confirm with the other
-			{at(4, failed, 5), plateau},
-		}},
-		{"VariableProgressExtendsLastAttempt", []step{
-			{at(1, failed, 5), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 4), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 5), retryTo(4, fallback, s90, tmo, 2)},
-			{at(4, failed, 6), retryTo(5, primary, s120, 2*tmo, 1)},
-		}},
-		{"PlateauConfirmedAtFiveDefers", []step{
-			{at(1, failed, 5), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 4), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 6), retryTo(4, fallback, s90, tmo, 2)},
-			{at(4, failed, 5), retryTo(5, primary, s120, 2*tmo, 1)},
-			{at(5, failed, 5), plateau},
-		}},
-		{"ZeroProgressOnAllAttemptsEscalates", []step{
-			{at(1, failed, 0), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 0), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 0), retryTo(4, fallback, s90, tmo, 2)},
-			{at(4, failed, 0), retryTo(5, primary, s120, tmo, 1)},
-			{at(5, failed, 0), final(retry.ActionEscalate, retry.ReasonEscalated)},
-		}},
-		{"VariableButIncompleteEscalates", []step{
-			{at(1, failed, 2), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 4), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 3), retryTo(4, fallback, s90, tmo, 2)},
-			{at(4, failed, 6), retryTo(5, primary, s120, 2*tmo, 1)},
-			{at(5, failed, 7), final(retry.ActionEscalate, retry.ReasonEscalated)},
-		}},
-		{"NoProgressTrackedQuarantinesExhausted", []step{
-			{at(1, failed, -1), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, -1), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, -1), retryTo(4, fallback, s90, tmo, 2)},
-			{at(4, failed, -1), retryTo(5, primary, s120, tmo, 1)},
-			{at(5, failed, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			walk(t, in, tt.steps)
-		})
-	}
-}
-
-func TestDecideNetworkErrors(t *testing.T) {
-	t.Parallel()
-	network := retry.ClassNetwork
-	countNetwork := retry.AdaptivePolicy()
-	countNetwork.NetworkCountsTowardPlateau = true
-	tests := []struct {
-		name   string
-		policy retry.Policy
-		steps  []step
-	}{
-		{"WaitSixtySecondsAndNeverConfirmPlateau", retry.AdaptivePolicy(), []step{
-			{at(1, network, 5), retryTo(2, fallback, s60, tmo, 4)},
-			{at(2, failed, 5), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 5), retryTo(4, fallback, s90, tmo, 2)}, // three at 5/9 only if network counted
-		}},
-		{"CurrentNetworkFailureIsNotAPlateau", retry.AdaptivePolicy(), []step{
-			{at(1, failed, 5), retryTo(2, fallback, s30, tmo, 4)},
-			{at(2, failed, 5), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, network, 5), retryTo(4, fallback, s60, tmo, 2)},
-		}},
-		{"OptInCountsNetwork", countNetwork, []step{
-			{at(1, network, 5), retryTo(2, fallback, s60, tmo, 4)},
-			{at(2, failed, 5), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, failed, 5), retry.Decision{Action: retry.ActionDefer, Reason: retry.ReasonDeferred,
-				Counted: true, Plateau: &retry.Progress{Completed: 5, Total: 9}}},
-		}},
-		{"RetriedUpToMaxAttempts", retry.AdaptivePolicy(), []step{
-			{at(1, network, -1), retryTo(2, fallback, s60, tmo, 4)},
-			{at(2, network, -1), retryTo(3, primary, s60, tmo, 3)},
-			{at(3, network, -1), retryTo(4, fallback, s60, tmo, 2)},
-			{at(4, network, -1), retryTo(5, primary, s60, tmo, 1)},
-			{at(5, network, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			walk(t, retry.Input{Policy: tt.policy, HasFallback: true}, tt.steps)
-		})
-	}
-}
-
-// TestDecideSeed001 walks seed 001's persona retry flow: 4 attempts, linear
-// 30s/60s/90s, remainingRetries 3, 2, 1, then exhausted.
-func TestDecideSeed001(t *testing.T) {
-	t.Parallel()
-	p := retry.NewPersonaDefaults().Policy("context")
-	timeout := retry.ClassTimeout
-	walk(t, retry.Input{Policy: p}, []step{
-		{at(1, timeout, -1), retryTo(2, primary, s30, time.Minute, 3)},
-		{at(2, timeout, -1), retryTo(3, primary, s60, time.Minute, 2)},
-		{at(3, timeout, -1), retryTo(4, primary, s90, time.Minute, 1)},
-		{at(4, timeout, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
-	})
-}
 
 // TestDecideOneCounter mixes failure classes: one attempt counter stops them all.
 func TestDecideOneCounter(t *testing.T) {
@@ -244,18 +136,22 @@ func TestDecideSingleOutcomes(t *testing.T) {
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"CommitError"}, Error: "Nothing to commit"},
 			final(retry.ActionQuarantine, retry.ReasonTerminal), "non-retryable error type CommitError under policy \"git\""},
 		{"NonRetryableNamesTheMatchedType", retry.LLMPolicy(),
-			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"ActivityError", "BadRequestError"}},
+			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"BadRequestError", "StatusError"}},
 			final(retry.ActionQuarantine, retry.ReasonTerminal), "error type BadRequestError"},
+		{"NonRetryableTypeDeeperInChainRetries", llmMidJitter(),
+			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"ActivityError", "BadRequestError"}},
+			retryTo(2, primary, time.Second, retry.DefaultLLMAttemptTimeout, 2), ""},
 		{"UnlistedTypeRetries", llmMidJitter(),
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"RateLimitError"}},
 			retryTo(2, primary, time.Second, retry.DefaultLLMAttemptTimeout, 2), ""},
 		{"SnoozeKeepsAttemptNumber", persona,
 			retry.Attempt{Number: 2, Class: retry.ClassSnooze, RetryAfter: 5 * time.Minute},
 			retry.Decision{Action: retry.ActionRetry, Delay: 5 * time.Minute, NextAttempt: 2, Role: primary,
-				Timeout: time.Minute, RemainingRetries: 3, Counted: false}, "not counted"},
+				Timeout: time.Minute, ProgressInterval: retry.DefaultProgressInterval, RemainingRetries: 3, Counted: false}, "not counted"},
 		{"SnoozeNegativeDelayIsZero", persona,
 			retry.Attempt{Number: 1, Class: retry.ClassSnooze, RetryAfter: -time.Second},
-			retry.Decision{Action: retry.ActionRetry, NextAttempt: 1, Role: primary, Timeout: time.Minute, RemainingRetries: 4}, ""},
+			retry.Decision{Action: retry.ActionRetry, NextAttempt: 1, Role: primary, Timeout: time.Minute,
+				ProgressInterval: retry.DefaultProgressInterval, RemainingRetries: 4}, ""},
 		{"RetryAfterOverridesSchedule", persona,
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, RetryAfter: 7 * time.Second},
 			retryTo(2, primary, 7*time.Second, time.Minute, 3), ""},
@@ -285,16 +181,6 @@ func TestDecideSingleOutcomes(t *testing.T) {
 			require.Contains(t, got.Detail, tt.wantDetail)
 		})
 	}
-}
-
-func TestDecideWithoutFallbackNeedsThreeMatches(t *testing.T) {
-	t.Parallel()
-	walk(t, retry.Input{Policy: retry.AdaptivePolicy()}, []step{
-		{at(1, failed, 5), retryTo(2, primary, s30, tmo, 4)},
-		{at(2, failed, 5), retryTo(3, primary, s60, tmo, 3)},
-		{at(3, failed, 5), retry.Decision{Action: retry.ActionDefer, Reason: retry.ReasonDeferred,
-			Counted: true, Plateau: &retry.Progress{Completed: 5, Total: 9}}},
-	})
 }
 
 func TestDecideDoesNotAliasHistory(t *testing.T) {
@@ -331,6 +217,7 @@ func TestNextAgreesWithDecide(t *testing.T) {
 			require.Equal(t, retry.ActionRetry, d.Action)
 			require.Equal(t, d.Timeout, retry.TimeoutFor(p, attempts[:i+1], d.NextAttempt))
 			require.Equal(t, d.Feedback, retry.FeedbackFor(attempts[:i+1]))
+			require.Equal(t, d.ProgressInterval, retry.ProgressIntervalFor(p, attempts[:i+1]))
 		})
 	}
 }

@@ -60,9 +60,15 @@ type Decision struct {
 	// Role runs the next attempt (ActionRetry).
 	Role Role
 	// Timeout is the next attempt's timeout (ActionRetry); it may be
-	// extended beyond the policy's AttemptTimeout (seed 004, variable progress).
+	// extended beyond the policy's AttemptTimeout (adaptive retry, variable
+	// progress).
 	Timeout time.Duration
-	// Feedback holds the errors of earlier attempts for the next one (seed 002).
+	// ProgressInterval is how often the next attempt is asked to report
+	// progress (ActionRetry): the policy's, doubled after an attempt whose
+	// progress improved (ProgressIntervalFor).
+	ProgressInterval time.Duration
+	// Feedback holds the errors of earlier attempts for the next one (retry
+	// with feedback).
 	Feedback []string
 	// RemainingRetries after this decision (for logs).
 	RemainingRetries int
@@ -70,4 +76,10 @@ type Decision struct {
 	Plateau *Progress
 	// Counted is false when the attempt does not burn an attempt (snooze).
 	Counted bool
+	// Blocked is true when the step failed for good and its task is blocked:
+	// retries exhausted, a terminal failure, an undecodable message.
+	// Terminal records and events of such a request say the task is
+	// blocked. A deferred task is parked (automation moves on to the next
+	// one) and an escalated one is handed to a person; neither is blocked.
+	Blocked bool
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func ExampleDecide() {
-	// Seed 004: the primary agent stopped at task 5 of 9, the fallback at 4,
+	// Adaptive retry: the primary agent stopped at task 5 of 9, the fallback at 4,
 	// the primary at 5 again, and now the fallback at 5: a plateau across
 	// both agents.
 	history := []retry.Attempt{
@@ -27,7 +27,7 @@ func ExampleDecide() {
 	fmt.Println(d.Action, d.Reason, d.Detail)
 	// Output:
 	// retry 4 fallback 1m30s
-	// defer deferred plateau at 5/9 confirmed across both agents; deferring
+	// defer deferred plateau at 5/9 confirmed across both agents on attempt 4; deferring (complexity limit)
 }
 
 func ExampleNewBudget() {

@@ -10,7 +10,7 @@ import (
 
 // Explanation is what `personaq policy explain` shows for a policy: every
 // retry with its wait and agent, and the budget. JSON field names follow
-// seed 001's log fields (camelCase, …Ms).
+// the step budget's log fields (camelCase, …Ms).
 type Explanation struct {
 	Policy           string     `json:"policy"`
 	Persona          string     `json:"persona,omitempty"`
@@ -89,7 +89,7 @@ func retryRows(s Schedule, n int) []RetryRow {
 	return rows
 }
 
-// WriteText prints e as a readable table followed by seed 001's
+// WriteText prints e as a readable table followed by the step budget's
 // "Calculated PersonaRequestStep timeout" line.
 func (e Explanation) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -150,7 +150,7 @@ func backoffText(r RetryRow) string {
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// minutes formats like seed 001's logs: two decimals.
+// minutes formats like the step budget's logs: two decimals.
 func minutes(n int64) string { return fmt.Sprintf("%.2f", float64(n)/60000) }
 
 func orNone(names []string) string {

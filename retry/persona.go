@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Seed 001's global persona defaults.
+// The step budget's global persona defaults.
 const (
 	// DefaultPersonaTimeout bounds an attempt of a persona with no timeout
 	// of its own (personaDefaultTimeoutMs).
@@ -22,7 +22,7 @@ const (
 // PersonaTimeouts maps a persona name to its attempt timeout.
 type PersonaTimeouts map[string]time.Duration
 
-// DefaultPersonaTimeouts returns seed 001's built-in per-persona timeouts:
+// DefaultPersonaTimeouts returns the built-in per-persona timeouts:
 // fast planner 30s, medium context and QA 60s, slow lead engineer 90s.
 func DefaultPersonaTimeouts() PersonaTimeouts {
 	return PersonaTimeouts{
@@ -58,7 +58,7 @@ type PersonaDefaults struct {
 	MaxRetries int
 }
 
-// NewPersonaDefaults returns seed 001's defaults.
+// NewPersonaDefaults returns the step budget's defaults.
 func NewPersonaDefaults() PersonaDefaults {
 	return PersonaDefaults{
 		Timeouts:       DefaultPersonaTimeouts(),

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// PersonaTimeoutsEnv names the environment variable seed 001 reads; its
+// PersonaTimeoutsEnv names the per-persona timeouts variable; its
 // value is what ParsePersonaTimeoutsJSON parses.
 const PersonaTimeoutsEnv = "PERSONA_TIMEOUTS_JSON"
 

@@ -58,7 +58,7 @@ func TestPersonaPolicy(t *testing.T) {
 	t.Parallel()
 	d := retry.NewPersonaDefaults()
 	want := retry.Policy{Name: "persona", Persona: "lead-engineer", MaxAttempts: 4, AttemptTimeout: 90 * time.Second,
-		Schedule: retry.Linear{Step: 30 * time.Second}, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2}
+		Schedule: retry.Linear{Step: 30 * time.Second}, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2, ProgressInterval: 30 * time.Second}
 	if diff := cmp.Diff(want, d.Policy("lead-engineer")); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}

@@ -11,6 +11,9 @@ import (
 const (
 	DefaultNetworkDelay          = 60 * time.Second
 	DefaultExtendedTimeoutFactor = 2.0
+	// DefaultProgressInterval is how often a persona is asked to report
+	// progress (adaptive retry's poll interval).
+	DefaultProgressInterval = 30 * time.Second
 	// MaxAttemptsLimit bounds MaxAttempts: a budget lists one backoff per
 	// retry, and a persona step that needs more attempts needs a person.
 	MaxAttemptsLimit = 1000
@@ -30,19 +33,25 @@ type Policy struct {
 	// Schedule gives the delay before each retry. Default: Linear{30s}.
 	Schedule Schedule
 	// NonRetryable lists simple error type names that end retries at once
-	// (Temporal's non_retryable_error_types).
+	// (Temporal's non_retryable_error_types). Like Temporal, only the
+	// outermost error's type name is compared (Attempt.ErrorTypes[0]), exactly.
 	NonRetryable []string
 	// NetworkDelay is the wait after a network failure. Default: 60s.
 	NetworkDelay time.Duration
 	// NetworkCountsTowardPlateau lets network failures take part in plateau
-	// detection. Default: false (seed 004).
+	// detection. Default: false (adaptive retry).
 	NetworkCountsTowardPlateau bool
 	// ValidationDelay is the wait after a validation failure. Default: 0
-	// (seed 002: validation retries are fast).
+	// (retry with feedback: validation retries are fast).
 	ValidationDelay time.Duration
 	// ExtendedTimeoutFactor multiplies AttemptTimeout for the last attempt
-	// when progress has been variable (seed 004). Default: 2.
+	// when progress has been variable (adaptive retry). Default: 2.
 	ExtendedTimeoutFactor float64
+	// ProgressInterval is how often an attempt is asked to report its
+	// progress (the built-in invokers hand it to the persona). It doubles
+	// for the attempt after one whose progress improved (adaptive retry's
+	// "2x poll interval"; see ProgressIntervalFor). Default: 30s.
+	ProgressInterval time.Duration
 }
 
 // WithDefaults returns p with zero optional fields set to their defaults.
@@ -55,6 +64,9 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.ExtendedTimeoutFactor == 0 {
 		p.ExtendedTimeoutFactor = DefaultExtendedTimeoutFactor
+	}
+	if p.ProgressInterval == 0 {
+		p.ProgressInterval = DefaultProgressInterval
 	}
 	return p
 }
@@ -89,26 +101,29 @@ func (p Policy) validateFields() error {
 		return fieldErr("validation_delay", "must not be negative, got %s", p.ValidationDelay)
 	case p.ExtendedTimeoutFactor != 0 && !(p.ExtendedTimeoutFactor >= 1):
 		return fieldErr("extended_timeout_factor", "must be at least 1, got %g", p.ExtendedTimeoutFactor)
+	case p.ProgressInterval < 0:
+		return fieldErr("progress_interval", "must not be negative, got %s", p.ProgressInterval)
 	}
 	return nil
 }
 
-// MaxRetries is MaxAttempts − 1 (seed 001's maxRetries).
+// MaxRetries is MaxAttempts − 1 (the step budget's maxRetries).
 func (p Policy) MaxRetries() int { return max(p.MaxAttempts-1, 0) }
 
-// IsNonRetryable reports whether any of the type names is listed in
-// NonRetryable. Names are simple type names, compared exactly.
+// IsNonRetryable reports whether the outermost error's type name
+// (typeNames[0], as Attempt.ErrorTypes lists them) is listed in
+// NonRetryable. As in Temporal, a type further down the wrapped chain does
+// not count, and names are simple type names compared exactly.
 func (p Policy) IsNonRetryable(typeNames []string) bool {
 	_, ok := p.nonRetryableMatch(typeNames)
 	return ok
 }
 
-// nonRetryableMatch returns the first of typeNames that NonRetryable lists.
+// nonRetryableMatch returns the outermost type name when NonRetryable
+// lists it.
 func (p Policy) nonRetryableMatch(typeNames []string) (string, bool) {
-	for _, t := range typeNames {
-		if slices.Contains(p.NonRetryable, t) {
-			return t, true
-		}
+	if len(typeNames) > 0 && slices.Contains(p.NonRetryable, typeNames[0]) {
+		return typeNames[0], true
 	}
 	return "", false
 }

@@ -88,7 +88,8 @@ func TestPolicyIsNonRetryable(t *testing.T) {
 		want  bool
 	}{
 		{"Listed", []string{"CommitError"}, true},
-		{"ListedDeeperInChain", []string{"ActivityError", "RepoDiscoveryError"}, true},
+		{"OutermostOnly", []string{"ActivityError", "RepoDiscoveryError"}, false}, // as in Temporal
+		{"OutermostListed", []string{"RepoDiscoveryError", "PathError"}, true},
 		{"SimpleNameOnly", []string{"forge.git.CommitError"}, false},
 		{"CaseSensitive", []string{"commiterror"}, false},
 		{"None", nil, false},

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Preset names. The first four are seed 000's activity categories; persona
-// is seed 001's persona request step and adaptive seed 004's dev-story loop.
+// Preset names. The first four are the retry policies' activity categories;
+// persona is the persona request step and adaptive the adaptive-retry loop.
 const (
 	PresetLLM      = "llm"
 	PresetLocal    = "local"
@@ -17,7 +17,7 @@ const (
 	PresetAdaptive = "adaptive"
 )
 
-// Attempt timeouts of the category presets. Seed 000 leaves them to the
+// Attempt timeouts of the category presets. The categories leave them to the
 // caller; an LLM call can run for minutes, so it gets the persona fallback
 // (10 min), while local, git and write work is expected to finish quickly.
 const (
@@ -66,25 +66,25 @@ func TemporalExponential() Exponential {
 	return Exponential{Initial: time.Second, Coefficient: 2, Maximum: 100 * time.Second, Jitter: 0.2}
 }
 
-// LLMPolicy is seed 000's _LLM_RETRY: 3 attempts; client errors that a
+// LLMPolicy is the LLM category (_LLM_RETRY): 3 attempts; client errors that a
 // retry cannot fix (400, 401, 403, 404) end it at once.
 func LLMPolicy() Policy {
 	return categoryPolicy(PresetLLM, 3, DefaultLLMAttemptTimeout,
 		"BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError")
 }
 
-// LocalPolicy is seed 000's _LOCAL_RETRY: 2 attempts for deterministic work.
+// LocalPolicy is the local category (_LOCAL_RETRY): 2 attempts for deterministic work.
 func LocalPolicy() Policy {
 	return categoryPolicy(PresetLocal, 2, DefaultLocalAttemptTimeout)
 }
 
-// GitPolicy is seed 000's _GIT_RETRY: 2 attempts; "nothing to commit" and a
+// GitPolicy is the git category (_GIT_RETRY): 2 attempts; "nothing to commit" and a
 // missing repository never heal on retry.
 func GitPolicy() Policy {
 	return categoryPolicy(PresetGit, 2, DefaultLocalAttemptTimeout, "CommitError", "RepoDiscoveryError")
 }
 
-// WritePolicy is seed 000's _WRITE_RETRY: 2 attempts for file writes.
+// WritePolicy is the write category (_WRITE_RETRY): 2 attempts for file writes.
 func WritePolicy() Policy {
 	return categoryPolicy(PresetWrite, 2, DefaultLocalAttemptTimeout, "OutputWriteError", "EditApplicationError")
 }
@@ -99,7 +99,7 @@ func categoryPolicy(name string, attempts int, timeout time.Duration, nonRetryab
 	}.WithDefaults()
 }
 
-// PersonaPolicy is seed 001's persona request step: DefaultMaxRetries
+// PersonaPolicy is the persona request step: DefaultMaxRetries
 // retries (4 attempts) after linear 30s, 60s, 90s waits, each attempt bounded
 // by the persona's timeout. PersonaDefaults.Policy picks the timeout.
 func PersonaPolicy(timeout time.Duration) Policy {
@@ -111,7 +111,7 @@ func PersonaPolicy(timeout time.Duration) Policy {
 	}.WithDefaults()
 }
 
-// AdaptivePolicy is seed 004's dev-story loop: 5 attempts alternating
+// AdaptivePolicy is adaptive retry's dev-story loop: 5 attempts alternating
 // primary and fallback agents, linear 30s steps. Its attempt timeout is the
 // persona fallback (10 min) because a dev-story session is long work.
 func AdaptivePolicy() Policy {

@@ -16,7 +16,7 @@ func TestPresets(t *testing.T) {
 	linear := retry.Linear{Step: 30 * time.Second}
 	category := func(name string, attempts int, timeout time.Duration, nonRetryable ...string) retry.Policy {
 		return retry.Policy{Name: name, MaxAttempts: attempts, AttemptTimeout: timeout, Schedule: temporal,
-			NonRetryable: nonRetryable, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2}
+			NonRetryable: nonRetryable, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2, ProgressInterval: 30 * time.Second}
 	}
 	tests := []struct {
 		name string
@@ -28,9 +28,9 @@ func TestPresets(t *testing.T) {
 		{"git", category("git", 2, 2*time.Minute, "CommitError", "RepoDiscoveryError")},
 		{"write", category("write", 2, 2*time.Minute, "OutputWriteError", "EditApplicationError")},
 		{"persona", retry.Policy{Name: "persona", MaxAttempts: 4, AttemptTimeout: 10 * time.Minute,
-			Schedule: linear, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2}},
+			Schedule: linear, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2, ProgressInterval: 30 * time.Second}},
 		{"adaptive", retry.Policy{Name: "adaptive", MaxAttempts: 5, AttemptTimeout: 10 * time.Minute,
-			Schedule: linear, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2}},
+			Schedule: linear, NetworkDelay: time.Minute, ExtendedTimeoutFactor: 2, ProgressInterval: 30 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

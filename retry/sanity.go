@@ -6,7 +6,7 @@ import (
 )
 
 // DefaultBackoffStep is the step of the default schedule, Linear{30s}
-// (seed 001: 30s, 60s, 90s …).
+// (the step budget's 30s, 60s, 90s …).
 const DefaultBackoffStep = 30 * time.Second
 
 // DefaultSchedule is the schedule a policy without one uses.

@@ -20,7 +20,7 @@ type Schedule interface {
 	String() string
 }
 
-// Linear waits Step×n: 30s, 60s, 90s … for Step = 30s (seed 001).
+// Linear waits Step×n: 30s, 60s, 90s … for Step = 30s (the step budget's).
 type Linear struct{ Step time.Duration }
 
 // Delay implements Schedule.

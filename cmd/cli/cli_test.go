@@ -112,8 +112,10 @@ personas:
 `), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan int, 1)
+	var logs string
 	go func() {
-		code, _, _ := run(t, ctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "serve", "--config", cfgPath)
+		code, _, errOut := run(t, ctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "serve", "--config", cfgPath)
+		logs = errOut
 		served <- code
 	}()
 	js := n.JetStream(t)
@@ -134,6 +136,15 @@ personas:
 	require.Equal(t, 3, ev.Attempts, "the demo flaky persona succeeds on attempt 3")
 	cancel()
 	require.Equal(t, 0, <-served, "SIGTERM-style cancel drains and exits 0")
+	// The step budget per persona at start (4 × 5s + 3 × 100ms + 30s), and
+	// the retry-with-feedback tag of the failed attempts.
+	require.Contains(t, logs, `"message":"Calculated PersonaRequestStep timeout to accommodate retries"`)
+	require.Contains(t, logs, `"step":"*","persona":"flaky","personaTimeoutMs":5000,"personaTimeoutMinutes":"0.08","maxRetries":3,`+
+		`"totalBackoffMs":300,"totalBackoffMinutes":"0.01","calculatedTimeout":50300,"calculatedTimeoutMinutes":"0.84"`)
+	require.Contains(t, logs, `"step":"*","persona":"flaky","timeoutMs":50300,"timeoutMinutes":"0.84",`)
+	require.Contains(t, logs, `"message":"Step timeout configured"`)
+	require.Contains(t, logs, `"message":"[RETRY 1] API error: demo: flaky failure on attempt 1 (succeeds on attempt 3)"`)
+	require.Contains(t, logs, `"message":"[RETRY 2] API error: demo: flaky failure on attempt 2 (succeeds on attempt 3)"`)
 }
 
 func TestServeWithoutRedisSaysSo(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"github.com/personaq/personaq/retry"
 )
 
-// demoPersonas serves the built-in demo handlers under seed 001's persona
-// policy (plateau under seed 004's adaptive one), every delay scaled.
+// demoPersonas serves the built-in demo handlers under the persona preset
+// (plateau under the adaptive one), every delay scaled.
 func demoPersonas(scale float64) []consumers.Persona {
 	handlersByName := handlers.DemoPersonas()
 	out := make([]consumers.Persona, 0, len(demoNames))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +17,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/retry"
 )
 
 func init() { register(newServeCmd) }
@@ -72,16 +74,32 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 		return err
 	}
 	defer stopMetrics()
-	logStart(log, cfg, len(personas))
+	logStart(log, g.natsURL, cfg, len(personas))
+	logBudgets(log, personas)
 	if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
 
-func logStart(log zerolog.Logger, cfg *config.File, n int) {
-	log.Info().Strs("nats", redactAll(cfg.NATS.URLs)).Int("personas", n).
+// logStart names the NATS servers serve connected to (the file's, or
+// --nats-url / NATS_URL when given).
+func logStart(log zerolog.Logger, natsURL string, cfg *config.File, n int) {
+	log.Info().Strs("nats", redactAll(strings.Split(natsURL, ","))).Int("personas", n).
 		Dur("drain_timeout", cfg.Runtime.DrainTimeout.Std()).Msg("personaq serve starting")
+}
+
+// anyStep names the step in the budget lines serve logs at start: any step
+// of the persona that runs under its policy without per-request overrides.
+const anyStep = "*"
+
+// logBudgets writes each persona's step budget, the two lines a caller
+// waiting on a step logs too (retry.LogBudget): how long a step of the
+// persona must be given so every retry can run.
+func logBudgets(log zerolog.Logger, personas []consumers.Persona) {
+	for _, p := range personas {
+		retry.LogBudget(log, retry.NewBudget(p.Policy), anyStep)
+	}
 }
 
 func redactAll(urls []string) []string {

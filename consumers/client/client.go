@@ -169,14 +169,5 @@ func (c *Client) Run(ctx context.Context, req *schemas.PersonaRequest, opts ...A
 // logBudget writes the two lines a workflow engine writes when it sizes a
 // persona-request step to outlast its retries.
 func logBudget(log zerolog.Logger, b retry.Budget, req *schemas.PersonaRequest) {
-	mins := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Minutes()) }
-	log.Info().Str("step", req.Step).Str("persona", req.Persona).Str("task_id", req.TaskID).Str("request_id", req.RequestID).
-		Int64("personaTimeoutMs", b.AttemptTimeout.Milliseconds()).Str("personaTimeoutMinutes", mins(b.AttemptTimeout)).
-		Int("maxRetries", b.MaxRetries).Int64("totalBackoffMs", b.TotalBackoff.Milliseconds()).
-		Str("totalBackoffMinutes", mins(b.TotalBackoff)).Int64("calculatedTimeout", b.StepDeadline.Milliseconds()).
-		Str("calculatedTimeoutMinutes", mins(b.StepDeadline)).
-		Msg("Calculated PersonaRequestStep timeout to accommodate retries")
-	log.Info().Str("step", req.Step).Str("persona", req.Persona).Str("task_id", req.TaskID).
-		Int64("timeoutMs", b.StepDeadline.Milliseconds()).Str("timeoutMinutes", mins(b.StepDeadline)).
-		Msg("Step timeout configured")
+	retry.LogBudget(log.With().Str("task_id", req.TaskID).Str("request_id", req.RequestID).Logger(), b, req.Step)
 }

@@ -41,14 +41,18 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orInt(&d.MaxReplicas, DefaultMaxReplicas)
 	orDur(&d.Timeout, retry.DefaultPersonaTimeout)
 	orDur(&d.CodingTimeout, retry.DefaultCodingTimeout)
+	if d.MaxRetries == nil {
+		n := retry.DefaultMaxRetries
+		d.MaxRetries = &n
+	}
 
 	f.applyPersonaDefaults(timeoutsJSON)
 }
 
 // applyPersonaDefaults resolves each persona's timeout (a YAML or
-// PERSONAQ_PERSONAS_<NAME>_TIMEOUT value is already in place) through
-// retry.PersonaDefaults: PERSONA_TIMEOUTS_JSON > built-in per persona >
-// coding timeout > default timeout.
+// PERSONAQ_PERSONAS_<NAME>_TIMEOUT value is already in place, its source
+// noted): the persona's variable > PERSONA_TIMEOUTS_JSON > YAML > built-in
+// per persona > coding timeout > default timeout (retry.PersonaDefaults).
 func (f *File) applyPersonaDefaults(timeoutsJSON map[string]time.Duration) {
 	pd := retry.NewPersonaDefaults()
 	pd.DefaultTimeout = f.Defaults.Timeout.Std()
@@ -64,13 +68,18 @@ func (f *File) applyPersonaDefaults(timeoutsJSON map[string]time.Duration) {
 		orStr(&p.Policy.Preset, f.Defaults.Policy)
 		orInt(&p.Concurrency, f.Defaults.Concurrency)
 		orInt(&p.MaxReplicas, f.Defaults.MaxReplicas)
-		if p.Timeout != 0 {
+		p.defaultMaxRetries = f.Defaults.MaxRetries
+		switch {
+		case p.timeoutSource != "" && p.timeoutSource != timeoutFromYAML:
+			continue // the persona's own variable
+		case timeoutsJSON[name] > 0:
+			p.Timeout, p.timeoutSource = Duration(timeoutsJSON[name]), retry.PersonaTimeoutsEnv
+			continue
+		case p.Timeout != 0:
 			continue
 		}
 		p.Timeout = Duration(pd.Timeout(name))
 		switch {
-		case timeoutsJSON[name] > 0:
-			p.timeoutSource = retry.PersonaTimeoutsEnv
 		case builtin[name] > 0:
 			p.timeoutSource = "built-in"
 		case p.Coding:
@@ -80,6 +89,9 @@ func (f *File) applyPersonaDefaults(timeoutsJSON map[string]time.Duration) {
 		}
 	}
 }
+
+// timeoutFromYAML is TimeoutSource for a timeout written in the file.
+const timeoutFromYAML = "yaml"
 
 func orStr(s *string, def string) {
 	if *s == "" {

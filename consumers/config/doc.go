@@ -65,6 +65,7 @@
 //	PERSONAQ_DEFAULTS_MAX_REPLICAS              defaults.max_replicas
 //	PERSONAQ_DEFAULTS_TIMEOUT                   defaults.timeout
 //	PERSONAQ_DEFAULTS_CODING_TIMEOUT            defaults.coding_timeout
+//	PERSONAQ_DEFAULTS_MAX_RETRIES               defaults.max_retries
 //
 // For each persona in the file, NAME being its name upper-cased with '-'
 // as '_' (tester-qa → TESTER_QA):
@@ -78,18 +79,37 @@
 //	PERSONAQ_PERSONAS_<NAME>_CODING             personas.<name>.coding
 //	PERSONAQ_PERSONAS_<NAME>_INVOKER_URL        personas.<name>.invoker.url
 //	PERSONAQ_PERSONAS_<NAME>_INVOKER_PATH       personas.<name>.invoker.path
+//	PERSONAQ_PERSONAS_<NAME>_INVOKER_MAX_RESPONSE_BYTES personas.<name>.invoker.max_response_bytes
 //
-// and seed 001's PERSONA_TIMEOUTS_JSON, persona name to milliseconds:
+// and the step budget's PERSONA_TIMEOUTS_JSON, persona name to milliseconds:
 //
 //	PERSONA_TIMEOUTS_JSON='{"context":60000,"lead-engineer":90000}'
 //
+// Every variable wins over the file.
+//
 // # Persona timeouts
 //
-// A persona's attempt timeout is, highest first: its timeout in the YAML
-// file; PERSONAQ_PERSONAS_<NAME>_TIMEOUT; its PERSONA_TIMEOUTS_JSON entry;
-// the retry package's built-in persona timeouts (planner 30s, context and
-// tester-qa 60s, lead-engineer 90s); defaults.coding_timeout for a coding
-// persona; defaults.timeout. Note the first two: unlike every other
-// variable, PERSONAQ_PERSONAS_<NAME>_TIMEOUT does not override a timeout
-// written in the file. PersonaConfig.TimeoutSource says which one applied.
+// This is the one place the precedence of a persona's attempt timeout is
+// written down. Highest first, environment over file like every other
+// setting:
+//
+//  1. PERSONAQ_PERSONAS_<NAME>_TIMEOUT;
+//  2. the persona's PERSONA_TIMEOUTS_JSON entry;
+//  3. its timeout in the file (or policy.attempt_timeout, another
+//     spelling of it);
+//  4. the built-in persona timeouts (planner 30s, context and tester-qa
+//     60s, lead-engineer 90s);
+//  5. defaults.coding_timeout, for a persona marked coding: true;
+//  6. defaults.timeout.
+//
+// PersonaConfig.TimeoutSource says which one applied; `personaq config
+// check` prints it. A request's policy_overrides.attempt_timeout_ms wins
+// over all of them for that request.
+//
+// # Retries
+//
+// A persona's attempts come from its policy: max_attempts when written
+// (1 to 1000; an explicit 0 is an error, not "the preset's"), else the
+// preset's, except that the persona preset takes defaults.max_retries + 1
+// (3 retries, 4 attempts, unless set).
 package config

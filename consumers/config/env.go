@@ -71,6 +71,14 @@ var envTable = []envVar{
 	{"defaults.max_replicas", integer(func(f *File) *int { return &f.Defaults.MaxReplicas })},
 	{"defaults.timeout", duration(func(f *File) *Duration { return &f.Defaults.Timeout })},
 	{"defaults.coding_timeout", duration(func(f *File) *Duration { return &f.Defaults.CodingTimeout })},
+	{"defaults.max_retries", func(f *File, v string) error {
+		var n int
+		if err := setInt(&n, v); err != nil {
+			return err
+		}
+		f.Defaults.MaxRetries = &n
+		return nil
+	}},
 }
 
 // personaEnvVar overrides one field of every persona named in the file:
@@ -82,18 +90,9 @@ type personaEnvVar struct {
 }
 
 var personaEnvTable = []personaEnvVar{
-	// The persona's own YAML timeout wins over this variable (the
-	// precedence seed 001 asks for); every other variable wins over YAML.
-	{"timeout", func(p *PersonaConfig, v string) error {
-		var d Duration
-		if err := setDuration(&d, v); err != nil {
-			return err
-		}
-		if p.Timeout == 0 {
-			p.Timeout = d
-		}
-		return nil
-	}},
+	// Like every other variable, this one wins over the file (see "Persona
+	// timeouts" in the package documentation).
+	{"timeout", func(p *PersonaConfig, v string) error { return setDuration(&p.Timeout, v) }},
 	{"policy", func(p *PersonaConfig, v string) error { p.Policy.Preset = v; return nil }},
 	{"concurrency", func(p *PersonaConfig, v string) error { return setInt(&p.Concurrency, v) }},
 	{"max_replicas", func(p *PersonaConfig, v string) error { return setInt(&p.MaxReplicas, v) }},
@@ -102,6 +101,14 @@ var personaEnvTable = []personaEnvVar{
 	{"coding", func(p *PersonaConfig, v string) error { return setBool(&p.Coding, v) }},
 	{"invoker.url", func(p *PersonaConfig, v string) error { p.Invoker.URL = v; return nil }},
 	{"invoker.path", func(p *PersonaConfig, v string) error { p.Invoker.Path = v; return nil }},
+	{"invoker.max_response_bytes", func(p *PersonaConfig, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		p.Invoker.MaxResponseBytes = n
+		return nil
+	}},
 }
 
 // EnvName is the variable that overrides the field at a YAML path:
@@ -144,18 +151,19 @@ func (f *File) applyEnv(env func(string) (string, bool), probs *problems) map[st
 	for _, persona := range slices.Sorted(maps.Keys(f.PersonaConfigs)) {
 		p := f.PersonaConfigs[persona]
 		if p.Timeout != 0 {
-			p.timeoutSource = "yaml"
+			p.timeoutSource = timeoutFromYAML
 		}
 		for _, e := range personaEnvTable {
 			name := PersonaEnvName(persona, e.key)
 			if v, ok := env(name); ok && v != "" {
-				if err := e.set(p, v); err != nil {
+				err := e.set(p, v)
+				switch {
+				case err != nil:
 					probs.add(join("personas."+persona, e.key), "%s: %v", name, err)
+				case e.key == "timeout":
+					p.timeoutSource = name
 				}
 			}
-		}
-		if p.timeoutSource == "" && p.Timeout != 0 {
-			p.timeoutSource = PersonaEnvName(persona, "timeout")
 		}
 	}
 	raw, _ := env(retry.PersonaTimeoutsEnv)

@@ -10,7 +10,7 @@ import (
 
 // Defaults Load applies. Topology defaults come from
 // consumers.Topology.WithDefaults and persona timeouts from the retry
-// package (seed 001).
+// package (the step budget's).
 const (
 	DefaultNATSURL      = "nats://127.0.0.1:4222"
 	DefaultNATSName     = "personaq"
@@ -155,7 +155,8 @@ type RuntimeConfig struct {
 
 // DefaultsConfig holds what personas inherit when they say nothing.
 type DefaultsConfig struct {
-	// Policy is the preset personas use. Default: "persona" (seed 001).
+	// Policy is the preset personas use. Default: "persona" (the persona
+	// request step).
 	Policy string `yaml:"policy"`
 	// Concurrency per persona per replica. Default: 16.
 	Concurrency int `yaml:"concurrency"`
@@ -167,6 +168,11 @@ type DefaultsConfig struct {
 	// CodingTimeout is the same for coding personas
 	// (personaCodingTimeoutMs). Default: 3m.
 	CodingTimeout Duration `yaml:"coding_timeout"`
+	// MaxRetries are the retries after the first attempt of every persona
+	// under the persona preset whose policy sets no max_attempts (the step
+	// budget's personaTimeoutMaxRetries); 0 means one attempt and no retry.
+	// Other presets keep their own attempt counts. Default: 3.
+	MaxRetries *int `yaml:"max_retries"`
 }
 
 // PersonaConfig is one persona.
@@ -174,10 +180,8 @@ type PersonaConfig struct {
 	// Invoker runs the persona's attempts. Required.
 	Invoker InvokerConfig `yaml:"invoker"`
 	// Timeout of one attempt. After Load it holds the effective timeout;
-	// TimeoutSource says where it came from. Precedence: this field >
-	// PERSONAQ_PERSONAS_<NAME>_TIMEOUT > PERSONA_TIMEOUTS_JSON > the retry
-	// package's built-in persona timeouts > defaults.coding_timeout (coding
-	// personas) > defaults.timeout.
+	// TimeoutSource says where it came from. The precedence (environment
+	// over file) is in the package documentation, "Persona timeouts".
 	Timeout Duration `yaml:"timeout"`
 	// Policy is a preset name, or an inline policy on top of a preset.
 	// Default: defaults.policy.
@@ -197,6 +201,8 @@ type PersonaConfig struct {
 	Coding bool `yaml:"coding,omitempty"`
 
 	timeoutSource string
+	// defaultMaxRetries is defaults.max_retries once Load applied it.
+	defaultMaxRetries *int
 }
 
 // TimeoutSource says where Timeout came from after Load: "yaml", the
@@ -218,8 +224,10 @@ type InvokerConfig struct {
 	// attempt. Default: false (terminal).
 	ValidationOn422 bool `yaml:"validation_on_422,omitempty"`
 
-	// http and command: the most bytes of answer (body or stdout) kept.
-	// Default: 1 MiB.
+	// http and command: the most bytes of answer (HTTP body, command
+	// stdout) kept, on failed attempts too; a successful answer over it
+	// fails as terminal. Default: 1048576 (1 MiB); answers of 8 MiB need
+	// 8388608.
 	MaxResponseBytes int64 `yaml:"max_response_bytes,omitempty"`
 
 	// command: the program; a name without a slash is looked up in PATH, a

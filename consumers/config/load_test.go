@@ -42,14 +42,15 @@ func TestLoadDefaults(t *testing.T) {
 			OutcomesStream: "PERSONAQ_OUTCOMES", OutcomesPrefix: "personaq.outcomes",
 			Replicas: 1, Storage: "file", DuplicateWindow: d("2m"), OutcomesMaxAge: d("168h"),
 		},
-		Runtime:  config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s")},
-		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m")},
+		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s")},
+		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m"),
+			MaxRetries: ptr(3)},
 		PersonaConfigs: map[string]*config.PersonaConfig{"echo": {
 			Invoker: config.InvokerConfig{Type: "demo", Demo: "echo"},
 			Timeout: d("10m"), Policy: config.PolicyConfig{Preset: "persona"}, Concurrency: 16, MaxReplicas: 4,
 		}},
 	}
-	require.Empty(t, cmp.Diff(want, got, cmpopts.IgnoreUnexported(config.PersonaConfig{})))
+	require.Empty(t, cmp.Diff(want, got, cmpopts.IgnoreUnexported(config.PersonaConfig{}, config.PolicyConfig{})))
 	require.Equal(t, "defaults.timeout", got.PersonaConfigs["echo"].TimeoutSource())
 	require.False(t, got.Redis.Enabled())
 	require.Equal(t, "nats://127.0.0.1:4222", got.NATS.URL())
@@ -140,6 +141,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"PERSONAQ_DEFAULTS_MAX_REPLICAS", "9", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].MaxReplicas }, 9},
 		{"PERSONAQ_DEFAULTS_TIMEOUT", "7m", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Timeout }, d("7m")},
 		{"PERSONAQ_DEFAULTS_CODING_TIMEOUT", "4m", nil, func(f *config.File) any { return f.Defaults.CodingTimeout }, d("4m")},
+		{"PERSONAQ_DEFAULTS_MAX_RETRIES", "5", nil, func(f *config.File) any { return *f.Defaults.MaxRetries }, 5},
 	}
 
 	var tested []string
@@ -203,6 +205,7 @@ func TestPersonaEnvOverrides(t *testing.T) {
 		{"PERSONAQ_PERSONAS_TESTER_QA_CODING", "true", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Coding }, true},
 		{"PERSONAQ_PERSONAS_WEB_INVOKER_URL", "https://agents.example/web", func(f *config.File) any { return f.PersonaConfigs["web"].Invoker.URL }, "https://agents.example/web"},
 		{"PERSONAQ_PERSONAS_TESTER_QA_INVOKER_PATH", "/usr/local/bin/agent", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Invoker.Path }, "/usr/local/bin/agent"},
+		{"PERSONAQ_PERSONAS_TESTER_QA_INVOKER_MAX_RESPONSE_BYTES", "8388608", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Invoker.MaxResponseBytes }, int64(8388608)},
 	}
 	keys := map[string]bool{}
 	for _, r := range rows {
@@ -233,9 +236,9 @@ func TestPersonaEnvName(t *testing.T) {
 	require.Equal(t, "PERSONAQ_REDIS_SENTINEL_MASTER_NAME", config.EnvName("redis.sentinel.master_name"))
 }
 
-// TestTimeoutPrecedence walks the chain: persona YAML timeout >
-// PERSONAQ_PERSONAS_X_TIMEOUT > PERSONA_TIMEOUTS_JSON > built-in > coding
-// default > global default.
+// TestTimeoutPrecedence walks the chain, environment over file like every
+// other setting: PERSONAQ_PERSONAS_X_TIMEOUT > PERSONA_TIMEOUTS_JSON >
+// persona YAML timeout > built-in > coding default > global default.
 func TestTimeoutPrecedence(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -248,13 +251,22 @@ func TestTimeoutPrecedence(t *testing.T) {
 		wantSource string
 	}{
 		{
-			name: "YAMLWinsOverEverything", persona: "planner", body: "timeout: 11s\ncoding: true",
+			name: "PersonaEnvWinsOverEverything", persona: "planner", body: "timeout: 11s\ncoding: true",
 			env:  map[string]string{"PERSONAQ_PERSONAS_PLANNER_TIMEOUT": "22s", "PERSONA_TIMEOUTS_JSON": `{"planner":33000}`},
+			want: d("22s"), wantSource: "PERSONAQ_PERSONAS_PLANNER_TIMEOUT",
+		},
+		{
+			name: "JSONWinsOverYAML", persona: "planner", body: "timeout: 11s",
+			env:  map[string]string{"PERSONA_TIMEOUTS_JSON": `{"planner":33000}`},
+			want: d("33s"), wantSource: "PERSONA_TIMEOUTS_JSON",
+		},
+		{
+			name: "YAMLWinsWithoutEnv", persona: "planner", body: "timeout: 11s\ncoding: true",
+			env:  map[string]string{"PERSONA_TIMEOUTS_JSON": `{"context":33000}`},
 			want: d("11s"), wantSource: "yaml",
 		},
 		{
 			name: "AttemptTimeoutIsTheYAMLTimeout", persona: "planner", body: "policy: {attempt_timeout: 12s}",
-			env:  map[string]string{"PERSONAQ_PERSONAS_PLANNER_TIMEOUT": "22s"},
 			want: d("12s"), wantSource: "yaml",
 		},
 		{
@@ -419,6 +431,26 @@ func TestValidation(t *testing.T) {
 		{
 			name: "DemoUnknown", src: persona("invoker: {type: demo, demo: nope}"),
 			want: []string{`invalid config: personas.p.invoker.demo: unknown demo persona "nope" (known: echo, flaky, plateau, slowpoke, terminal, validator)`},
+		},
+		{
+			name: "HTTPPortOutOfRange", src: persona("invoker: {type: http, url: 'http://127.0.0.1:99999/x'}"),
+			want: []string{"invalid config: personas.p.invoker.url: port must be 1 to 65535, got 99999"},
+		},
+		{
+			name: "NATSPortOutOfRange", src: "nats: {urls: ['nats://127.0.0.1:70000']}\n" + persona(demo),
+			want: []string{"invalid config: nats.urls[0]: port must be 1 to 65535, got 70000"},
+		},
+		{
+			name: "ExplicitZeroMaxAttempts", src: persona(demo, "policy: {preset: llm, max_attempts: 0}"),
+			want: []string{"invalid config: personas.p.policy.max_attempts: must be in [1,1000], got 0 (leave it out for the preset's value)"},
+		},
+		{
+			name: "DefaultMaxRetriesRange", src: "defaults: {max_retries: -1}\n" + persona(demo),
+			want: []string{"invalid config: defaults.max_retries: must be in [0,999], got -1"},
+		},
+		{
+			name: "ProgressIntervalNegative", src: persona(demo, "policy: {progress_interval: -1s}"),
+			want: []string{"invalid config: personas.p.policy.progress_interval: must not be negative, got -1s"},
 		},
 		{
 			name: "PersonaName", src: "personas:\n  'bad name':\n    " + demo + "\n",
@@ -617,4 +649,53 @@ func indent(lines []string, prefix string) string {
 		b.WriteString(prefix + l + "\n")
 	}
 	return b.String()
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The step budget's global default for retries (personaTimeoutMaxRetries)
+// sits beside the per-persona policy: it sets the persona preset's attempts
+// when a persona's policy names none; other presets, and an explicit
+// max_attempts, keep theirs. An absent max_attempts is the preset's.
+func TestDefaultMaxRetries(t *testing.T) {
+	t.Parallel()
+	const personas = `
+		personas:
+			context:
+				invoker: {type: demo, demo: echo}
+			planner:
+				invoker: {type: demo, demo: echo}
+				policy: llm
+			qa:
+				invoker: {type: demo, demo: echo}
+				policy: {preset: persona, max_attempts: 2, progress_interval: 1m}
+	`
+	tests := []struct {
+		name     string
+		defaults string
+		env      map[string]string
+		want     map[string]int
+	}{
+		{"Default", "", nil, map[string]int{"context": 4, "planner": 3, "qa": 2}},
+		{"FromFile", "defaults: {max_retries: 5}\n", nil, map[string]int{"context": 6, "planner": 3, "qa": 2}},
+		{"ZeroMeansOneAttempt", "defaults: {max_retries: 0}\n", nil, map[string]int{"context": 1, "planner": 3, "qa": 2}},
+		{"EnvWinsOverFile", "defaults: {max_retries: 5}\n", map[string]string{"PERSONAQ_DEFAULTS_MAX_RETRIES": "1"},
+			map[string]int{"context": 2, "planner": 3, "qa": 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := mustParse(t, tt.defaults+dedent(personas), tt.env)
+			ps, err := f.Personas(nil)
+			require.NoError(t, err)
+			got := map[string]int{}
+			for _, p := range ps {
+				got[p.Name] = p.Policy.MaxAttempts
+				if p.Name == "qa" {
+					require.Equal(t, time.Minute, p.Policy.ProgressInterval)
+				}
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -114,6 +114,7 @@ func TestPersonas(t *testing.T) {
 			Schedule:     retry.Exponential{Initial: 2 * time.Second, Coefficient: 3, Maximum: time.Minute, Jitter: 0.1},
 			NonRetryable: []string{"AssertionSyntaxError"}, NetworkDelay: 10 * time.Second,
 			ValidationDelay: time.Second, ExtendedTimeoutFactor: retry.DefaultExtendedTimeoutFactor,
+			ProgressInterval: retry.DefaultProgressInterval,
 		}
 		require.Empty(t, cmp.Diff(want, qa.Policy, cmp.Comparer(func(a, b func() float64) bool { return a == nil && b == nil })))
 		require.Equal(t, 3*time.Minute, qa.AckWait)
@@ -194,7 +195,7 @@ func TestExampleFile(t *testing.T) {
 	require.NoError(t, f.WriteRedacted(&out))
 	again, err := config.Parse(out.Bytes(), nil)
 	require.NoError(t, err, "config check's output loads:\n%s", out.String())
-	require.Empty(t, cmp.Diff(f.Redacted(), again, cmpopts.IgnoreUnexported(config.PersonaConfig{})), "and means the same")
+	require.Empty(t, cmp.Diff(f.Redacted(), again, cmpopts.IgnoreUnexported(config.PersonaConfig{}, config.PolicyConfig{})), "and means the same")
 
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -39,7 +39,9 @@ const (
 type PolicyConfig struct {
 	// Preset is the starting point. Default: defaults.policy.
 	Preset string `yaml:"preset,omitempty"`
-	// MaxAttempts counts attempts, the first included. Default: the preset's.
+	// MaxAttempts counts attempts, the first included, 1 to 1000. Absent:
+	// the preset's (for the persona preset, defaults.max_retries + 1); an
+	// explicit 0 is an error, not "the preset's".
 	MaxAttempts int `yaml:"max_attempts,omitempty"`
 	// AttemptTimeout is the persona's timeout (set one of the two).
 	AttemptTimeout Duration `yaml:"attempt_timeout,omitempty"`
@@ -54,12 +56,19 @@ type PolicyConfig struct {
 	// ValidationDelay is the wait after a validation failure. Default: the
 	// preset's (0).
 	ValidationDelay Duration `yaml:"validation_delay,omitempty"`
+	// ProgressInterval is how often an attempt is asked to report progress
+	// (adaptive retry's poll interval; doubled after an attempt whose
+	// progress improved). Default: 30s.
+	ProgressInterval Duration `yaml:"progress_interval,omitempty"`
+
+	// maxAttemptsSet: the mapping wrote max_attempts, even as 0.
+	maxAttemptsSet bool
 }
 
 // Inline reports whether the policy changes anything of its preset.
 func (p PolicyConfig) Inline() bool {
 	return p.MaxAttempts != 0 || p.AttemptTimeout != 0 || p.Schedule != nil ||
-		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0
+		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0 || p.ProgressInterval != 0
 }
 
 // UnmarshalYAML accepts a preset name or a mapping.
@@ -73,6 +82,11 @@ func (p *PolicyConfig) UnmarshalYAML(n *yaml.Node) error {
 		return lineErr(n, "want a preset name or a mapping")
 	}
 	type plain PolicyConfig // without this method
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "max_attempts" {
+			p.maxAttemptsSet = true
+		}
+	}
 	return strictDecode(n, (*plain)(p))
 }
 
@@ -173,11 +187,15 @@ func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
 	pol.Persona = name
 	pol.AttemptTimeout = p.Timeout.Std()
 	n := len(*probs)
-	if pc.MaxAttempts < 0 || pc.MaxAttempts > retry.MaxAttemptsLimit {
+	switch {
+	case pc.maxAttemptsSet && pc.MaxAttempts == 0:
+		probs.add(join(path, "max_attempts"), "must be in [1,%d], got 0 (leave it out for the preset's value)", retry.MaxAttemptsLimit)
+	case pc.MaxAttempts < 0 || pc.MaxAttempts > retry.MaxAttemptsLimit:
 		probs.add(join(path, "max_attempts"), "must be in [1,%d], got %d", retry.MaxAttemptsLimit, pc.MaxAttempts)
-	}
-	if pc.MaxAttempts != 0 {
+	case pc.MaxAttempts != 0:
 		pol.MaxAttempts = pc.MaxAttempts
+	case pol.Name == retry.PresetPersona && p.defaultMaxRetries != nil && *p.defaultMaxRetries >= 0: // defaults reports a bad one
+		pol.MaxAttempts = *p.defaultMaxRetries + 1
 	}
 	if pc.Schedule != nil {
 		pol.Schedule = pc.Schedule.build(join(path, "schedule"), probs)
@@ -197,6 +215,10 @@ func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
 	nonNegative(probs, join(path, "validation_delay"), pc.ValidationDelay)
 	if pc.ValidationDelay != 0 {
 		pol.ValidationDelay = pc.ValidationDelay.Std()
+	}
+	nonNegative(probs, join(path, "progress_interval"), pc.ProgressInterval)
+	if pc.ProgressInterval != 0 {
+		pol.ProgressInterval = pc.ProgressInterval.Std()
 	}
 	if len(*probs) > n {
 		return pol

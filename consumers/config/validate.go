@@ -65,6 +65,8 @@ func (c NATSConfig) validate(probs *problems) {
 			probs.add(field, "scheme must be nats, tls, ws or wss, got %q", u.Scheme)
 		case u.Hostname() == "":
 			probs.add(field, "host required in %s", RedactURL(raw))
+		case !handlers.ValidPort(u.Port()):
+			probs.add(field, "port must be 1 to 65535, got %s", u.Port())
 		}
 	}
 	if c.CredsFile != "" && c.NkeyFile != "" {
@@ -202,6 +204,9 @@ func (d DefaultsConfig) validate(probs *problems) {
 	nonNegative(probs, "defaults.max_replicas", d.MaxReplicas)
 	nonNegative(probs, "defaults.timeout", d.Timeout)
 	nonNegative(probs, "defaults.coding_timeout", d.CodingTimeout)
+	if d.MaxRetries != nil && (*d.MaxRetries < 0 || *d.MaxRetries >= retry.MaxAttemptsLimit) {
+		probs.add("defaults.max_retries", "must be in [0,%d], got %d", retry.MaxAttemptsLimit-1, *d.MaxRetries)
+	}
 }
 
 func (f *File) validatePersonas(probs *problems) {
@@ -295,6 +300,8 @@ func (iv InvokerConfig) validateHTTP(path string, probs *problems) {
 		probs.add(join(path, "url"), "not a URL: %s", RedactURL(iv.URL))
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
 		probs.add(join(path, "url"), "want an absolute http(s) URL, got %s", RedactURL(iv.URL))
+	case !handlers.ValidPort(u.Port()):
+		probs.add(join(path, "url"), "port must be 1 to 65535, got %s", u.Port())
 	}
 	for _, k := range slices.Sorted(maps.Keys(iv.Headers)) {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
