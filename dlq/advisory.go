@@ -296,8 +296,10 @@ func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, byS
 	}
 	var req schemas.PersonaRequest // provenance only: the payload may be anything
 	if json.Unmarshal(raw.Data, &req) == nil {
-		rec.RequestID, rec.TaskID, rec.Step, rec.Persona, rec.CorrelationID =
-			req.RequestID, req.TaskID, req.Step, req.Persona, req.CorrelationID
+		rec.RequestID, rec.TaskID, rec.Step, rec.CorrelationID = req.RequestID, req.TaskID, req.Step, req.CorrelationID
+		if subjectToken(req.Persona) {
+			rec.Persona = req.Persona
+		}
 	}
 	if rec.Persona == "" {
 		rec.Persona = lastToken(raw.Subject)

@@ -20,6 +20,9 @@ const (
 	DefaultAdvisoryDurable = "personaq-max-deliveries"
 	// DefaultIndexBucket is the KV bucket of the writer's second dedup layer.
 	DefaultIndexBucket = "personaq_quarantine_index"
+	// DefaultPayloadBucket is the object store bucket where records keep
+	// payloads and headers too large to fit inside them.
+	DefaultPayloadBucket = "PERSONAQ_QUARANTINE_PAYLOADS"
 	// DefaultCompensationsStream holds compensation requests (work queue).
 	DefaultCompensationsStream = "PERSONAQ_COMPENSATIONS"
 	// DefaultCompensationsPrefix: requests go to <prefix>.<KIND>.
@@ -72,6 +75,21 @@ func token(s string) string {
 // validToken reports whether s can be used as one subject token.
 func validToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
+}
+
+// subjectToken reports whether s can stand as a token of a record's
+// subject: the characters of a persona name.
+func subjectToken(s string) bool {
+	if s == "" || len(s) > maxField {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // lastToken returns the last token of a subject.
