@@ -26,6 +26,9 @@ const (
 	maxErrorText = 8 << 10
 	// maxField is the schema's bound on provenance fields, in runes.
 	maxField = 256
+	// minOutOfLine: a payload or header set smaller than this stays inline
+	// (moving it would save next to nothing); the history is trimmed instead.
+	minOutOfLine = 4 << 10
 )
 
 // budget is the largest record published inline: the schema's bound, or
@@ -56,7 +59,7 @@ func (w *Writer) prepare(ctx context.Context, rec *schemas.QuarantineRecord, fp 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(data) > budget && len(r.Payload) > 0 && r.PayloadRef == nil {
+	if len(data) > budget && len(r.Payload) >= minOutOfLine && r.PayloadRef == nil {
 		if r.PayloadRef, err = w.objects.put(ctx, objectName(r.ID, fp, "payload"), r.Payload); err != nil {
 			return nil, nil, err
 		}
@@ -67,8 +70,7 @@ func (w *Writer) prepare(ctx context.Context, rec *schemas.QuarantineRecord, fp 
 			return nil, nil, err
 		}
 	}
-	if len(data) > budget && len(r.Headers) > 0 && r.HeadersRef == nil {
-		hdr, _ := json.Marshal(r.Headers)
+	if hdr, _ := json.Marshal(r.Headers); len(data) > budget && len(hdr) >= minOutOfLine && r.HeadersRef == nil {
 		if r.HeadersRef, err = w.objects.put(ctx, objectName(r.ID, fp, "headers"), hdr); err != nil {
 			return nil, nil, err
 		}
