@@ -350,11 +350,15 @@ type Stats struct {
 	// Oldest is when the oldest record was stored; OldestAge is its age.
 	Oldest    time.Time     `json:"oldest,omitzero"`
 	OldestAge time.Duration `json:"oldest_age_ns,omitempty"`
+	// CaptureFailing lists crash-looping messages the max-deliveries
+	// listener could not move here yet (they wait in their stream).
+	CaptureFailing []CaptureFailure `json:"capture_failing,omitempty"`
 }
 
 // Stats counts records by reason and persona from the stream's subject
 // counts (nothing is read or decoded), with the total, bytes and the age
-// of the oldest record.
+// of the oldest record, and lists the captures that keep failing (from the
+// index bucket).
 func (i *Inspector) Stats(ctx context.Context) (*Stats, error) {
 	s, err := i.stream(ctx)
 	if err != nil {
@@ -376,6 +380,11 @@ func (i *Inspector) Stats(ctx context.Context) (*Stats, error) {
 		st.FirstSeq, st.LastSeq = info.State.FirstSeq, info.State.LastSeq
 		st.Oldest = info.State.FirstTime.UTC()
 		st.OldestAge = i.cfg.Now().Sub(info.State.FirstTime)
+	}
+	if i.idx != nil {
+		if st.CaptureFailing, err = i.idx.captureFailures(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }
