@@ -26,14 +26,17 @@ func encodeHeaders(h map[string][]string) map[string][]string {
 	for k, vs := range h {
 		enc := make([]string, len(vs))
 		for i, v := range vs {
-			enc[i] = encodeHeaderText(v)
+			enc[i] = StoredHeaderText(v)
 		}
-		out[encodeHeaderText(k)] = enc
+		out[StoredHeaderText(k)] = enc
 	}
 	return out
 }
 
-func encodeHeaderText(s string) string {
+// StoredHeaderText is the form a record stores a header name or value in:
+// s itself when it is valid UTF-8 (and does not start with
+// HeaderBase64Prefix), else HeaderBase64Prefix and its standard base64.
+func StoredHeaderText(s string) string {
 	if utf8.ValidString(s) && !strings.HasPrefix(s, HeaderBase64Prefix) {
 		return s
 	}
