@@ -47,7 +47,14 @@ func (g *globals) connect(ctx context.Context, opts ...nats.Option) (*nats.Conn,
 // caused them, which would otherwise wait out its deadline and say
 // "context deadline exceeded". Return errors through permissionCause.
 func (g *globals) connectCmd(cmd *cobra.Command, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
-	nc, js, err := g.connect(cmd.Context(), opts...)
+	// The violation becomes the command's error: only other asynchronous
+	// errors are printed (nats.go's default handler would print it too).
+	quiet := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			fmt.Fprintln(g.stderr, "personaq: nats:", err)
+		}
+	})
+	nc, js, err := g.connect(cmd.Context(), append([]nats.Option{quiet}, opts...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -64,6 +64,9 @@ func newQuarantineShowCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// qShowMax is the most of a payload `show` prints as text.
+const qShowMax = 64 << 10
+
 // qShowJSON is `show -o json`: the stored entry and, when the record
 // keeps its payload or headers out of line, the message read back.
 type qShowJSON struct {
@@ -72,6 +75,7 @@ type qShowJSON struct {
 }
 
 type qOriginalJSON struct {
+	// Headers are in the record's form (dlq.HeaderBase64Prefix).
 	Headers map[string][]string `json:"headers,omitempty"`
 	// Payload is base64, as in the record.
 	Payload []byte `json:"payload"`
@@ -81,7 +85,18 @@ func qOriginal(msg *nats.Msg) *qOriginalJSON {
 	if msg == nil {
 		return nil
 	}
-	return &qOriginalJSON{Headers: msg.Header, Payload: msg.Data}
+	return &qOriginalJSON{Headers: qStoredHeaders(msg.Header), Payload: msg.Data}
+}
+
+// qStoredHeaders is h in the form a record stores headers in.
+func qStoredHeaders(h nats.Header) map[string][]string {
+	stored := make(map[string][]string, len(h))
+	for k, vs := range h {
+		for _, v := range vs {
+			stored[dlq.StoredHeaderText(k)] = append(stored[dlq.StoredHeaderText(k)], dlq.StoredHeaderText(v))
+		}
+	}
+	return stored
 }
 
 // qPrintRecord prints the entry; msg is the message it keeps as read back
@@ -125,7 +140,7 @@ func qPrintRecord(w io.Writer, e *dlq.Entry, msg *nats.Msg, msgErr error, now ti
 	if r.HeadersRef != nil {
 		fmt.Fprintf(w, "\nheaders (kept out of line: object %s in %s, %d bytes, %s)\n", r.HeadersRef.Name, r.HeadersRef.Bucket, r.HeadersRef.Size, r.HeadersRef.Digest)
 		if msg != nil {
-			qPrintHeaders(w, msg.Header)
+			qPrintHeaders(w, qStoredHeaders(msg.Header))
 		}
 	}
 	where := ""
@@ -135,6 +150,9 @@ func qPrintRecord(w io.Writer, e *dlq.Entry, msg *nats.Msg, msgErr error, now ti
 	switch {
 	case msg == nil:
 		fmt.Fprintf(w, "\npayload (unavailable%s)\n  %v\n", where, msgErr)
+	case len(msg.Data) > qShowMax:
+		fmt.Fprintf(w, "\npayload (%d bytes%s; the first %d shown, -o json has all)\n%s\n", len(msg.Data), where, qShowMax,
+			qIndent(qPretty(msg.Data[:qShowMax]), "  "))
 	default:
 		fmt.Fprintf(w, "\npayload (%d bytes%s)\n%s\n", len(msg.Data), where, qIndent(qPretty(msg.Data), "  "))
 	}
@@ -143,8 +161,8 @@ func qPrintRecord(w io.Writer, e *dlq.Entry, msg *nats.Msg, msgErr error, now ti
 	return nil
 }
 
-// qPrintHeaders prints headers as stored: a name or value that is not
-// valid UTF-8 shows as dlq.HeaderBase64Prefix and its base64.
+// qPrintHeaders prints headers as a record stores them: a name or value
+// that is not valid UTF-8 shows as dlq.HeaderBase64Prefix and its base64.
 func qPrintHeaders(w io.Writer, h map[string][]string) {
 	keys := make([]string, 0, len(h))
 	for k := range h {
@@ -152,11 +170,7 @@ func qPrintHeaders(w io.Writer, h map[string][]string) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		vs := make([]string, len(h[k]))
-		for i, v := range h[k] {
-			vs[i] = dlq.StoredHeaderText(v)
-		}
-		fmt.Fprintf(w, "  %s: %s\n", dlq.StoredHeaderText(k), strings.Join(vs, ", "))
+		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(h[k], ", "))
 	}
 }
 
