@@ -248,4 +248,3 @@ func headerSize(h nats.Header) int {
 	}
 	return n
 }
-
