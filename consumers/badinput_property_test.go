@@ -248,3 +248,40 @@ func headerSize(h nats.Header) int {
 	}
 	return n
 }
+
+// The issue's case: two requests whose ids differ only in bytes that are
+// not UTF-8 were both decoded as "r\uFFFD", shared one ledger key, and the
+// second was acked as a duplicate without running. Both are now
+// invalid_message, kept byte for byte, and no handler runs.
+func TestInvalidUTF8RequestsAreQuarantinedNotRepaired(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	var c calls
+	h.start(persona("echo", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
+		c.add(req, "r1")
+		return handlers.Result{}, nil
+	}), fastPolicy(3)))
+	out := h.watchOutcomes()
+	var seqs []uint64
+	var bodies [][]byte
+	for _, id := range []string{"r\xff\xfe", "r\xfe\xff"} {
+		body := []byte(`{"schema_version":1,"request_id":"` + id + `","task_id":"t","step":"s","persona":"echo","created_at":"2025-01-01T00:00:00Z"}`)
+		ack, err := h.js.Publish(context.Background(), h.topo.RequestSubject("echo"), body)
+		require.NoError(t, err)
+		seqs, bodies = append(seqs, ack.Sequence), append(bodies, body)
+	}
+	require.Eventually(t, func() bool { return out.count() == 2 && h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
+	byID := map[string]*schemas.QuarantineRecord{}
+	for qseq := uint64(1); qseq <= 2; qseq++ {
+		rec := h.quarantined(qseq)
+		byID[rec.ID] = rec
+	}
+	for i, seq := range seqs {
+		rec := byID[dlq.RecordID(h.topo.RequestsStream, seq)]
+		require.NotNil(t, rec)
+		require.Equal(t, schemas.ReasonInvalidMessage, rec.Reason)
+		require.Contains(t, rec.Detail, "not valid UTF-8")
+		require.Equal(t, bodies[i], rec.Payload)
+	}
+	require.Empty(t, c.forTask("t"), "no handler ran")
+}
