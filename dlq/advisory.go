@@ -326,7 +326,7 @@ func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, byS
 	var req schemas.PersonaRequest // provenance only: the payload may be anything
 	if json.Unmarshal(raw.Data, &req) == nil {
 		rec.RequestID, rec.TaskID, rec.Step, rec.CorrelationID = req.RequestID, req.TaskID, req.Step, req.CorrelationID
-		if subjectToken(req.Persona) {
+		if schemas.ValidToken(req.Persona) {
 			rec.Persona = req.Persona
 		}
 	}

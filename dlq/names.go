@@ -77,21 +77,6 @@ func validToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> \t\r\n")
 }
 
-// subjectToken reports whether s can stand as a token of a record's
-// subject: the characters of a persona name.
-func subjectToken(s string) bool {
-	if s == "" || len(s) > maxField {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // lastToken returns the last token of a subject.
 func lastToken(subject string) string {
 	if i := strings.LastIndexByte(subject, '.'); i >= 0 {

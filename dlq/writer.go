@@ -154,7 +154,7 @@ const indexTimeout = 2 * time.Second
 func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64, bool, error) {
 	fillLineage(rec)
 	persona := rec.Persona
-	if !subjectToken(persona) {
+	if !schemas.ValidToken(persona) {
 		persona = "" // a persona read from a broken payload: "_"
 	}
 	subject := w.subject(string(rec.Reason), persona)

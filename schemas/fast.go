@@ -275,6 +275,11 @@ func isASCII(s string) bool {
 	return true
 }
 
+// ValidToken reports whether s may be a request's task id, step or
+// persona: ^[A-Za-z0-9_-]+$ with 1 to 256 characters, so a subject token
+// made of it is one token.
+func ValidToken(s string) bool { return safeToken(s) }
+
 // safeToken is ^[A-Za-z0-9_-]+$ with 1 to 256 characters.
 func safeToken(s string) bool {
 	if len(s) < 1 || len(s) > 256 {
