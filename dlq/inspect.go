@@ -350,6 +350,9 @@ type Stats struct {
 	// Oldest is when the oldest record was stored; OldestAge is its age.
 	Oldest    time.Time     `json:"oldest,omitzero"`
 	OldestAge time.Duration `json:"oldest_age_ns,omitempty"`
+	// PayloadBytes is what the object store holds for records that keep
+	// their payload or headers out of line (not counted in Bytes).
+	PayloadBytes uint64 `json:"payload_bytes,omitempty"`
 	// CaptureFailing lists crash-looping messages the max-deliveries
 	// listener could not move here yet (they wait in their stream).
 	CaptureFailing []CaptureFailure `json:"capture_failing,omitempty"`
@@ -380,6 +383,9 @@ func (i *Inspector) Stats(ctx context.Context) (*Stats, error) {
 		st.FirstSeq, st.LastSeq = info.State.FirstSeq, info.State.LastSeq
 		st.Oldest = info.State.FirstTime.UTC()
 		st.OldestAge = i.cfg.Now().Sub(info.State.FirstTime)
+	}
+	if st.PayloadBytes, err = i.objects.size(ctx); err != nil {
+		return nil, err
 	}
 	if i.idx != nil {
 		if st.CaptureFailing, err = i.idx.captureFailures(ctx); err != nil {

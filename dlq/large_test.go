@@ -67,6 +67,9 @@ func TestLargeRawPayloadQuarantinedAndReplayedByteForByte(t *testing.T) {
 
 	seq := b.put(rec)
 	require.Equal(t, payload, rec.Payload, "the caller's record is not changed")
+	st, err := b.insp.Stats(ctx(t))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.PayloadBytes, uint64(len(payload)), "stats count the bytes kept out of line")
 	require.Less(t, b.storedMsgSize(seq), schemas.MaxPayloadBytes)
 	e, err := b.insp.Get(ctx(t), seq)
 	require.NoError(t, err)

@@ -125,6 +125,22 @@ func (o *objects) storeFor(ctx context.Context, ref *schemas.PayloadRef) (jetstr
 	return newObjects(o.js, ref.Bucket).store(ctx, false)
 }
 
+// size is how many bytes the bucket holds; 0 when it does not exist.
+func (o *objects) size(ctx context.Context) (uint64, error) {
+	obs, err := o.store(ctx, false)
+	if errors.Is(err, ErrPayloadMissing) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("quarantine payload store %s: %w", o.bucket, err)
+	}
+	return st.Size(), nil
+}
+
 // digest is the object store's own digest of data ("SHA-256=<base64url>").
 func digest(data []byte) string {
 	h := sha256.New()

@@ -316,8 +316,12 @@ func qPrintStats(w io.Writer, st *dlq.Stats) error {
 		fmt.Fprintf(w, "quarantine %s is empty\n", st.Stream)
 		return qPrintCaptureFailures(w, st.CaptureFailing)
 	}
+	size := qBytes(st.Bytes)
+	if st.PayloadBytes > 0 {
+		size += fmt.Sprintf(" (+ %s of payloads kept out of line)", qBytes(st.PayloadBytes))
+	}
 	fmt.Fprintf(w, "quarantine %s: %d records, %s, oldest %s old (seq %d, stored %s)\n",
-		st.Stream, st.Total, qBytes(st.Bytes), qAge(st.OldestAge), st.FirstSeq, st.Oldest.Format(time.RFC3339))
+		st.Stream, st.Total, size, qAge(st.OldestAge), st.FirstSeq, st.Oldest.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nBY REASON\tRECORDS")
 	for _, k := range qSortedKeys(st.ByReason) {
