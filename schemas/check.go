@@ -117,23 +117,22 @@ func badText(data []byte) (int, string) {
 }
 
 // loneSurrogate returns the offset of the first \u escape of a UTF-16
-// surrogate that is not half of a pair, or -1. A backslash only ever
-// starts an escape: outside a string it is a syntax error, which the JSON
-// parser reports.
+// surrogate that is not half of a pair, or -1. Only "\u" is searched for
+// (fast on text with other escapes); one preceded by an odd run of
+// backslashes is an escaped backslash and a "u". Invalid escapes are the
+// JSON parser's to report.
 func loneSurrogate(data []byte) int {
-	for i := 0; i < len(data); {
-		j := bytes.IndexByte(data[i:], '\\')
-		if j < 0 || i+j+1 >= len(data) {
+	for i := 0; ; i += 2 {
+		j := bytes.Index(data[i:], []byte(`\u`))
+		if j < 0 {
 			return -1
 		}
 		i += j
-		if data[i+1] != 'u' {
-			i += 2
+		if escapedAt(data, i) {
 			continue
 		}
-		r, _ := hex4(data[i+2:])
-		if !utf16.IsSurrogate(r) {
-			i += 2
+		r, ok := hex4(data[i+2:])
+		if !ok || !utf16.IsSurrogate(r) {
 			continue
 		}
 		var low rune
@@ -143,9 +142,18 @@ func loneSurrogate(data []byte) int {
 		if low < 0xdc00 || low > 0xdfff {
 			return i
 		}
-		i += 12
+		i += 10
 	}
-	return -1
+}
+
+// escapedAt reports whether the backslash at i is itself escaped: preceded
+// by an odd number of backslashes.
+func escapedAt(data []byte, i int) bool {
+	n := 0
+	for i-n-1 >= 0 && data[i-n-1] == '\\' {
+		n++
+	}
+	return n%2 == 1
 }
 
 // hex4 decodes the four hex digits at the start of b.

@@ -26,6 +26,8 @@ var textCases = map[string]string{
 	"LoneLowSurrogateEscape":   `{` + minReq + `,"input":"\udc00"}`,
 	"HighThenNotLow":           `{` + minReq + `,"input":"\ud800\u0041"}`,
 	"HighAtEnd":                `{` + minReq + `,"input":"\uD83D"}`,
+	"AfterEscapedBackslash":    `{` + minReq + `,"input":"a\\\ud800"}`,
+	"PairThenLone":             `{` + minReq + `,"input":"\ud83d\ude00\udc00"}`,
 }
 
 func TestDecodeRefusesTextItWouldRepair(t *testing.T) {
