@@ -42,6 +42,10 @@ type AdvisoryConfig struct {
 	// SweepGrace is how long Sweep waits before capturing what it found, so
 	// a message acked a moment ago is gone by then. Default: 2s.
 	SweepGrace time.Duration
+	// CaptureRetry is how long an advisory whose capture failed waits
+	// before it is tried again, doubled on every further failure up to 5
+	// minutes. Default: 5s.
+	CaptureRetry time.Duration
 	// Annotate, when set, completes a record before it is written (e.g.
 	// attempts and error history from the attempt ledger).
 	Annotate func(ctx context.Context, rec *schemas.QuarantineRecord)
@@ -71,6 +75,9 @@ func (c AdvisoryConfig) withDefaults() AdvisoryConfig {
 	}
 	if c.SweepGrace == 0 {
 		c.SweepGrace = 2 * time.Second
+	}
+	if c.CaptureRetry <= 0 {
+		c.CaptureRetry = 5 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -232,8 +239,13 @@ func (l *AdvisoryListener) handle(ctx context.Context, m jetstream.Msg) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := l.Capture(cctx, adv); err != nil {
-		l.log.Error().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("crash-looping message not captured; advisory will be redelivered")
-		_ = m.NakWithDelay(5 * time.Second)
+		var tries uint64 = 1
+		if md, merr := m.Metadata(); merr == nil {
+			tries = md.NumDelivered
+		}
+		delay := captureRetryDelay(l.cfg.CaptureRetry, tries)
+		l.failed(cctx, adv, err, delay)
+		_ = m.NakWithDelay(delay)
 		return
 	}
 	if err := m.DoubleAck(cctx); err != nil {
@@ -258,6 +270,7 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 	raw, err := s.GetMsg(ctx, adv.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		c.Gone = true
+		l.w.clearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
 		return c, nil
 	}
 	if err != nil {
@@ -274,10 +287,26 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 	if err := deleteMsg(ctx, s, adv.StreamSeq); err != nil {
 		return c, fmt.Errorf("quarantined as seq %d but not removed from %s: %w", c.QuarantineSeq, adv.Stream, err)
 	}
+	l.w.clearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
 	l.log.Warn().Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Str("consumer", adv.Consumer).
 		Uint64("deliveries", adv.Deliveries).Uint64("quarantine_seq", c.QuarantineSeq).Bool("duplicate", c.Duplicate).
 		Str("request_id", rec.RequestID).Bool("sweep", bySweep).Msg("crash-looping message quarantined (max_deliveries)")
 	return c, nil
+}
+
+// failed reports a capture that failed: an error log naming the message,
+// how often it failed and when it is tried next, and the count in the
+// index, which `quarantine stats` shows. retry is 0 for the next sweep.
+func (l *AdvisoryListener) failed(ctx context.Context, adv Advisory, err error, retry time.Duration) {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexTimeout)
+	defer cancel()
+	n := l.w.noteCaptureFailure(nctx, adv.Stream, adv.StreamSeq, err)
+	ev := l.log.Error().Err(err).Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Int("failures", n)
+	if retry > 0 {
+		ev.Dur("retry_in", retry).Msg("crash-looping message not captured; it stays in its stream and its advisory is retried")
+		return
+	}
+	ev.Msg("crash-looping message not captured by the sweep; it stays in its stream and the next sweep retries it")
 }
 
 func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, bySweep bool) *schemas.QuarantineRecord {
@@ -296,8 +325,10 @@ func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, byS
 	}
 	var req schemas.PersonaRequest // provenance only: the payload may be anything
 	if json.Unmarshal(raw.Data, &req) == nil {
-		rec.RequestID, rec.TaskID, rec.Step, rec.Persona, rec.CorrelationID =
-			req.RequestID, req.TaskID, req.Step, req.Persona, req.CorrelationID
+		rec.RequestID, rec.TaskID, rec.Step, rec.CorrelationID = req.RequestID, req.TaskID, req.Step, req.CorrelationID
+		if schemas.ValidToken(req.Persona) {
+			rec.Persona = req.Persona
+		}
 	}
 	if rec.Persona == "" {
 		rec.Persona = lastToken(raw.Subject)

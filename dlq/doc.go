@@ -9,13 +9,21 @@
 //   - Writer stores records idempotently: JetStream dedup on the record id
 //     (Nats-Msg-Id) within the stream's duplicate window, and behind it a KV
 //     index (bucket personaq_quarantine_index) for retries that come later —
-//     a replica that stored a record and died before acking.
+//     a replica that stored a record and died before acking. A record always
+//     fits in one message: a payload (then headers) too large for it goes to
+//     the object store PERSONAQ_QUARANTINE_PAYLOADS, referenced by bucket,
+//     name, size and digest, and a long error history is trimmed with a
+//     marker. Header bytes that are not UTF-8 are kept as
+//     HeaderBase64Prefix + base64; Inspector.Message reads a record's
+//     message back exactly.
 //   - AdvisoryListener moves crash-looping messages (delivered MaxDeliver
 //     times, never acked) from the work-queue stream to the quarantine with
 //     reason max_deliveries. The MAX_DELIVERIES advisories are captured in a
 //     stream (PERSONAQ_ADVISORIES) and read by a durable consumer every
 //     replica shares, so an advisory raised while no listener runs is not
-//     lost; Sweep finds what was given up on before that stream existed.
+//     lost; Sweep finds what was given up on before that stream existed. A
+//     capture that keeps failing is retried with a growing delay, logged,
+//     counted in the index (Stats.CaptureFailing) and never stops a sweep.
 //   - Inspector lists (newest first, filtered by reason, persona, task and
 //     time), counts, shows, replays (fresh request id "<id>-r<N>", lineage
 //     headers, idempotent, rate-limited) and purges records.

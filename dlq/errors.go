@@ -16,6 +16,15 @@ var (
 	// ErrInvalidFilter is returned for a Filter that names an unknown
 	// reason or a persona that is not a subject token.
 	ErrInvalidFilter = errors.New("invalid quarantine filter")
+	// ErrPayloadMissing is returned when the object store object holding a
+	// record's payload (or headers) is gone, or its bucket is.
+	ErrPayloadMissing = errors.New("quarantined payload missing")
+	// ErrPayloadCorrupt is returned when that object's size or digest is not
+	// the one its record references.
+	ErrPayloadCorrupt = errors.New("quarantined payload does not match its record")
+	// ErrCaptureFailed wraps the failed captures of a max-deliveries sweep:
+	// the sweep went on past each one and names them all.
+	ErrCaptureFailed = errors.New("crash-looping message not captured")
 	// ErrSagaNotFound is returned for an unknown saga id.
 	ErrSagaNotFound = errors.New("saga not found")
 	// ErrNoHandler is the error of a saga whose compensation kind has no

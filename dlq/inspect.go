@@ -2,12 +2,14 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/schemas"
@@ -25,6 +27,10 @@ type InspectorConfig struct {
 	// IndexBucket is the KV bucket Replay remembers published replays in
 	// (the writer's index). Default: DefaultIndexBucket; "-" turns it off.
 	IndexBucket string
+	// PayloadBucket is the object store of payloads kept out of line (a
+	// record names its own bucket; this one is for records that do not).
+	// Default: DefaultPayloadBucket.
+	PayloadBucket string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -32,9 +38,10 @@ type InspectorConfig struct {
 // Inspector browses, replays and purges the quarantine. Every method takes
 // a context first; a missing quarantine stream is ErrStreamMissing.
 type Inspector struct {
-	cfg InspectorConfig
-	js  jetstream.JetStream
-	idx *index
+	cfg     InspectorConfig
+	js      jetstream.JetStream
+	idx     *index
+	objects *objects
 }
 
 // NewInspector validates cfg and returns an Inspector.
@@ -51,10 +58,13 @@ func NewInspector(cfg InspectorConfig) (*Inspector, error) {
 	if cfg.IndexBucket == "" {
 		cfg.IndexBucket = DefaultIndexBucket
 	}
+	if cfg.PayloadBucket == "" {
+		cfg.PayloadBucket = DefaultPayloadBucket
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	i := &Inspector{cfg: cfg, js: cfg.JetStream}
+	i := &Inspector{cfg: cfg, js: cfg.JetStream, objects: newObjects(cfg.JetStream, cfg.PayloadBucket)}
 	if cfg.IndexBucket != "-" {
 		i.idx = &index{js: cfg.JetStream, bucket: cfg.IndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage}
 	}
@@ -249,14 +259,20 @@ type Selection struct {
 }
 
 // Select returns the selected entries: the named sequences in the order
-// given (every one must exist: ErrNotFound names the first that does not),
-// or the filter's records newest first.
+// given, each once however often it is named (every one must exist:
+// ErrNotFound names the first that does not), or the filter's records
+// newest first.
 func (i *Inspector) Select(ctx context.Context, sel Selection) ([]Entry, error) {
 	if len(sel.Seqs) == 0 {
 		return i.List(ctx, sel.Filter)
 	}
 	out := make([]Entry, 0, len(sel.Seqs))
+	seen := make(map[uint64]bool, len(sel.Seqs))
 	for _, seq := range sel.Seqs {
+		if seen[seq] {
+			continue
+		}
+		seen[seq] = true
 		e, err := i.Get(ctx, seq)
 		if err != nil {
 			return nil, err
@@ -264,6 +280,53 @@ func (i *Inspector) Select(ctx context.Context, sel Selection) ([]Entry, error) 
 		out = append(out, *e)
 	}
 	return out, nil
+}
+
+// Message returns the message rec keeps, as it was published: its
+// original subject, its headers byte for byte (HeaderBase64Prefix
+// decoded) and its payload, read back from the object store when the
+// record keeps it out of line (size and digest checked: ErrPayloadMissing,
+// ErrPayloadCorrupt).
+func (i *Inspector) Message(ctx context.Context, rec *schemas.QuarantineRecord) (*nats.Msg, error) {
+	data := rec.Payload
+	if rec.PayloadRef != nil {
+		var err error
+		if data, err = i.objects.get(ctx, rec.PayloadRef); err != nil {
+			return nil, fmt.Errorf("record %s payload: %w", rec.ID, err)
+		}
+	}
+	stored := rec.Headers
+	if rec.HeadersRef != nil {
+		raw, err := i.objects.get(ctx, rec.HeadersRef)
+		if err != nil {
+			return nil, fmt.Errorf("record %s headers: %w", rec.ID, err)
+		}
+		if err := json.Unmarshal(raw, &stored); err != nil {
+			return nil, fmt.Errorf("record %s headers: %w: %w", rec.ID, ErrPayloadCorrupt, err)
+		}
+	}
+	h, err := decodeHeaders(stored)
+	if err != nil {
+		return nil, fmt.Errorf("record %s: %w", rec.ID, err)
+	}
+	return &nats.Msg{Subject: rec.OriginalSubject, Header: h, Data: data}, nil
+}
+
+// remove deletes a record: first the objects it keeps out of line, then
+// the record, so that a failure half way leaves a record a second purge
+// finishes, never an object nobody references.
+func (i *Inspector) remove(ctx context.Context, s jetstream.Stream, e Entry) error {
+	if e.Record != nil {
+		for _, ref := range []*schemas.PayloadRef{e.Record.PayloadRef, e.Record.HeadersRef} {
+			if ref == nil {
+				continue
+			}
+			if err := i.objects.delete(ctx, ref); err != nil {
+				return fmt.Errorf("record kept: %w", err)
+			}
+		}
+	}
+	return deleteMsg(ctx, s, e.Seq)
 }
 
 func (i *Inspector) stream(ctx context.Context) (jetstream.Stream, error) {
@@ -287,11 +350,18 @@ type Stats struct {
 	// Oldest is when the oldest record was stored; OldestAge is its age.
 	Oldest    time.Time     `json:"oldest,omitzero"`
 	OldestAge time.Duration `json:"oldest_age_ns,omitempty"`
+	// PayloadBytes is what the object store holds for records that keep
+	// their payload or headers out of line (not counted in Bytes).
+	PayloadBytes uint64 `json:"payload_bytes,omitempty"`
+	// CaptureFailing lists crash-looping messages the max-deliveries
+	// listener could not move here yet (they wait in their stream).
+	CaptureFailing []CaptureFailure `json:"capture_failing,omitempty"`
 }
 
 // Stats counts records by reason and persona from the stream's subject
 // counts (nothing is read or decoded), with the total, bytes and the age
-// of the oldest record.
+// of the oldest record, and lists the captures that keep failing (from the
+// index bucket).
 func (i *Inspector) Stats(ctx context.Context) (*Stats, error) {
 	s, err := i.stream(ctx)
 	if err != nil {
@@ -313,6 +383,14 @@ func (i *Inspector) Stats(ctx context.Context) (*Stats, error) {
 		st.FirstSeq, st.LastSeq = info.State.FirstSeq, info.State.LastSeq
 		st.Oldest = info.State.FirstTime.UTC()
 		st.OldestAge = i.cfg.Now().Sub(info.State.FirstTime)
+	}
+	if st.PayloadBytes, err = i.objects.size(ctx); err != nil {
+		return nil, err
+	}
+	if i.idx != nil {
+		if st.CaptureFailing, err = i.idx.captureFailures(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return st, nil
 }

@@ -20,6 +20,9 @@ const (
 	DefaultAdvisoryDurable = "personaq-max-deliveries"
 	// DefaultIndexBucket is the KV bucket of the writer's second dedup layer.
 	DefaultIndexBucket = "personaq_quarantine_index"
+	// DefaultPayloadBucket is the object store bucket where records keep
+	// payloads and headers too large to fit inside them.
+	DefaultPayloadBucket = "PERSONAQ_QUARANTINE_PAYLOADS"
 	// DefaultCompensationsStream holds compensation requests (work queue).
 	DefaultCompensationsStream = "PERSONAQ_COMPENSATIONS"
 	// DefaultCompensationsPrefix: requests go to <prefix>.<KIND>.

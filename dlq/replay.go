@@ -131,7 +131,12 @@ func (i *Inspector) replayOne(ctx context.Context, e Entry, opts ReplayOptions) 
 	}
 	rec := e.Record
 	it.RecordID, it.Reason, it.Subject, it.RequestID = rec.ID, rec.Reason, rec.OriginalSubject, rec.RequestID
-	msg, err := replayMsg(rec, &it)
+	orig, err := i.Message(ctx, rec)
+	if err != nil {
+		it.Err = err.Error()
+		return it
+	}
+	msg, err := replayMsg(rec, orig, &it)
 	if err != nil {
 		it.Err = err.Error()
 		return it
@@ -151,7 +156,7 @@ func (i *Inspector) replayOne(ctx context.Context, e Entry, opts ReplayOptions) 
 	if !opts.Keep {
 		s, err := i.stream(ctx)
 		if err == nil {
-			err = deleteMsg(ctx, s, e.Seq)
+			err = i.remove(ctx, s, e)
 		}
 		if err != nil {
 			it.Err = fmt.Sprintf("replayed as %s seq %d, but the record was not removed: %v", it.Subject, it.PublishedSeq, err)
@@ -185,12 +190,13 @@ func (i *Inspector) publishReplay(ctx context.Context, msg *nats.Msg, it *Replay
 	return nil
 }
 
-// replayMsg builds the replay of rec and fills the item's plan.
-func replayMsg(rec *schemas.QuarantineRecord, it *ReplayItem) (*nats.Msg, error) {
+// replayMsg builds the replay of rec, whose message is orig, and fills
+// the item's plan.
+func replayMsg(rec *schemas.QuarantineRecord, orig *nats.Msg, it *ReplayItem) (*nats.Msg, error) {
 	if rec.OriginalSubject == "" {
 		return nil, errors.New("record has no original subject to replay to")
 	}
-	h := nats.Header(rec.Headers)
+	h := orig.Header
 	n := 0
 	if rec.Lineage != nil {
 		n = rec.Lineage.ReplayCount
@@ -199,16 +205,16 @@ func replayMsg(rec *schemas.QuarantineRecord, it *ReplayItem) (*nats.Msg, error)
 		n = c
 	}
 	n++
-	orig := firstNonEmpty(h.Get(HeaderOriginalRequestID), lineageOrig(rec), rec.RequestID)
+	first := firstNonEmpty(h.Get(HeaderOriginalRequestID), lineageOrig(rec), rec.RequestID)
 	it.ReplayCount, it.MsgID = n, fmt.Sprintf("replay.%s.%d", rec.ID, n)
 
-	data := rec.Payload
-	if id, ok := requestIDOf(rec.Payload); ok {
-		if orig == "" {
-			orig = id
+	data := orig.Data
+	if id, ok := requestIDOf(orig.Data); ok {
+		if first == "" {
+			first = id
 		}
-		it.NewRequestID = fmt.Sprintf("%s-r%d", orig, n)
-		rewritten, err := withRequestID(rec.Payload, it.NewRequestID)
+		it.NewRequestID = fmt.Sprintf("%s-r%d", first, n)
+		rewritten, err := withRequestID(orig.Data, it.NewRequestID)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +224,7 @@ func replayMsg(rec *schemas.QuarantineRecord, it *ReplayItem) (*nats.Msg, error)
 		it.Note = "payload is not a valid request: republished byte for byte; it will most likely be quarantined again as invalid_message"
 	}
 	msg := &nats.Msg{Subject: rec.OriginalSubject, Data: data, Header: nats.Header{}}
-	for k, v := range rec.Headers {
+	for k, v := range h {
 		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Personaq-Replay") || k == HeaderOriginalRequestID {
 			continue
 		}
@@ -232,8 +238,8 @@ func replayMsg(rec *schemas.QuarantineRecord, it *ReplayItem) (*nats.Msg, error)
 	}
 	msg.Header.Set(HeaderReplayOf, rec.ID)
 	msg.Header.Set(HeaderReplayCount, strconv.Itoa(n))
-	if orig != "" {
-		msg.Header.Set(HeaderOriginalRequestID, orig)
+	if first != "" {
+		msg.Header.Set(HeaderOriginalRequestID, first)
 	}
 	return msg, nil
 }
@@ -346,7 +352,7 @@ func (i *Inspector) Purge(ctx context.Context, sel Selection, opts PurgeOptions)
 		return nil, err
 	}
 	for n, e := range entries {
-		if err := deleteMsg(ctx, s, e.Seq); err != nil {
+		if err := i.remove(ctx, s, e); err != nil {
 			rep.Failed++
 			rep.Errors = append(rep.Errors, fmt.Sprintf("seq %d: %v", e.Seq, err))
 		} else {

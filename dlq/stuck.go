@@ -14,6 +14,9 @@ type SweepResult struct {
 	Captured []Captured
 	// Skipped names the consumers not swept this time, and why.
 	Skipped []string
+	// Failed lists the messages whose capture failed; the sweep went on
+	// past each (they stay in their stream for the next try).
+	Failed []CaptureFailure
 }
 
 // Sweep finds the messages of the requests stream that reached their
@@ -29,6 +32,11 @@ type SweepResult struct {
 // in-flight ones) and named in Skipped; a later sweep, or the advisory,
 // gets it. Candidates are re-read after SweepGrace so that a message acked
 // just before is gone by then.
+//
+// A capture that fails does not stop the sweep: it is reported (error log,
+// the count `quarantine stats` shows, SweepResult.Failed) and the sweep
+// goes on with the next message; the error returned then wraps
+// ErrCaptureFailed and names every one.
 func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	s, err := l.js.Stream(ctx, l.cfg.RequestsStream)
@@ -40,7 +48,7 @@ func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 	for info := range lister.Info() {
 		advs, skip, err := l.stuck(ctx, s, info)
 		if err != nil {
-			return res, err
+			skip = fmt.Sprintf("%s: %v", info.Name, err)
 		}
 		if skip != "" {
 			res.Skipped = append(res.Skipped, skip)
@@ -56,14 +64,22 @@ func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 	if !sleepCtx(ctx, l.cfg.SweepGrace) {
 		return res, ctx.Err()
 	}
+	var errs []error
 	for _, adv := range found {
 		c, err := l.capture(ctx, adv, true)
-		if err != nil {
-			return res, err
-		}
-		if !c.Gone {
+		switch {
+		case ctx.Err() != nil:
+			return res, ctx.Err()
+		case err != nil:
+			l.failed(ctx, adv, err, 0)
+			res.Failed = append(res.Failed, CaptureFailure{Stream: adv.Stream, Seq: adv.StreamSeq, Error: err.Error(), At: l.cfg.Now().UTC()})
+			errs = append(errs, fmt.Errorf("%s seq %d: %w", adv.Stream, adv.StreamSeq, err))
+		case !c.Gone:
 			res.Captured = append(res.Captured, c)
 		}
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("%w: %d of %d: %w", ErrCaptureFailed, len(errs), len(found), errors.Join(errs...))
 	}
 	return res, nil
 }
@@ -112,7 +128,8 @@ func (l *AdvisoryListener) sweepLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			l.log.Warn().Err(err).Msg("max-deliveries sweep failed")
+			l.log.Error().Err(err).Int("captured", len(res.Captured)).Int("failed", len(res.Failed)).
+				Strs("skipped", res.Skipped).Msg("max-deliveries sweep did not capture everything")
 		case len(res.Captured) > 0 || len(res.Skipped) > 0:
 			l.log.Info().Int("captured", len(res.Captured)).Strs("skipped", res.Skipped).Msg("max-deliveries sweep")
 		}

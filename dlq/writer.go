@@ -33,13 +33,21 @@ type SubjectFunc func(reason, persona string) string
 // the duplicates by Nats-Msg-Id) or a retry comes long after the stream's
 // duplicate window (the KV index remembers the id; see WithIndexBucket).
 // A Writer is safe for concurrent use.
+//
+// A record that would not fit in one message — a request near the
+// server's max_payload, huge headers, a long error history — keeps its
+// payload (then its headers) in the object store bucket
+// DefaultPayloadBucket and references it, and its history is trimmed with
+// a marker: any message the requests stream accepts can be quarantined.
 type Writer struct {
 	js        jetstream.JetStream
 	subject   SubjectFunc
 	idx       *index
+	objects   *objects
 	dupWindow time.Duration
 	log       zerolog.Logger
 	now       func() time.Time
+	maxRecord int // tests: a smaller inline limit than the server's
 }
 
 // WriterOption configures a Writer.
@@ -66,12 +74,24 @@ func WithIndexTTL(ttl time.Duration) WriterOption {
 	}
 }
 
-// WithIndexReplicas sets the replicas and storage of the index bucket.
-// Default: 1, file.
+// WithIndexReplicas sets the replicas and storage of the index bucket and
+// of the payload object store. Default: 1, file.
 func WithIndexReplicas(replicas int, storage jetstream.StorageType) WriterOption {
 	return func(w *Writer) {
 		if w.idx != nil {
 			w.idx.replicas, w.idx.storage = replicas, storage
+		}
+		w.objects.replicas, w.objects.storage = replicas, storage
+	}
+}
+
+// WithPayloadBucket names the object store bucket for payloads and headers
+// too large to keep inside their record. Default: DefaultPayloadBucket,
+// created on first use.
+func WithPayloadBucket(bucket string) WriterOption {
+	return func(w *Writer) {
+		if bucket != "" {
+			w.objects.bucket = bucket
 		}
 	}
 }
@@ -103,7 +123,8 @@ func WithWriterLogger(l *zerolog.Logger) WriterOption {
 func NewWriter(js jetstream.JetStream, subject SubjectFunc, opts ...WriterOption) *Writer {
 	w := &Writer{
 		js: js, subject: subject, dupWindow: DefaultDuplicateWindow, log: zerolog.Nop(), now: time.Now,
-		idx: &index{js: js, bucket: DefaultIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
+		idx:     &index{js: js, bucket: DefaultIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
+		objects: newObjects(js, DefaultPayloadBucket),
 	}
 	for _, o := range opts {
 		o(w)
@@ -118,23 +139,25 @@ func RecordID(stream string, seq uint64) string {
 	return "q." + stream + "." + strconv.FormatUint(seq, 10)
 }
 
-// Put stores rec and waits for the server's acknowledgement. It returns the
-// record's sequence on the quarantine stream and whether it was stored
-// already (a duplicate). A record whose Lineage is unset gets it from the
-// replay headers its message carries.
-//
-// The index (second dedup layer) never makes Put fail: when it cannot be
-// read or written, Put falls back to the Nats-Msg-Id window alone and logs.
 // indexTimeout bounds each use of the KV index within one Put.
 const indexTimeout = 2 * time.Second
 
+// Put stores rec and waits for the server's acknowledgement. It returns the
+// record's sequence on the quarantine stream and whether it was stored
+// already (a duplicate). A record whose Lineage is unset gets it from the
+// replay headers its message carries. rec holds the message as it was
+// (headers and payload raw); what is published is fitted to one message
+// (see Writer), rec itself is not changed.
+//
+// The index (second dedup layer) never makes Put fail: when it cannot be
+// read or written, Put falls back to the Nats-Msg-Id window alone and logs.
 func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64, bool, error) {
 	fillLineage(rec)
-	data, err := schemas.Encode(rec)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: encode record %s: %w", ErrWrite, rec.ID, err)
+	persona := rec.Persona
+	if !schemas.ValidToken(persona) {
+		persona = "" // a persona read from a broken payload: "_"
 	}
-	subject := w.subject(string(rec.Reason), rec.Persona)
+	subject := w.subject(string(rec.Reason), persona)
 	fp := fingerprint(rec.OriginalSubject, rec.Payload)
 	// The index is a second layer: it gets a short deadline of its own so a
 	// refused or slow KV call cannot use up the write's (and fall back to
@@ -146,13 +169,17 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 		w.log.Info().Str("record_id", rec.ID).Uint64("quarantine_seq", seq).Msg("quarantine record already stored (index); duplicate skipped")
 		return seq, true, nil
 	}
+	out, data, err := w.prepare(ctx, rec, fp)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
+	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, msgID)
-	msg.Header.Set(HeaderReason, string(rec.Reason))
-	msg.Header.Set(HeaderPersona, rec.Persona)
-	msg.Header.Set(HeaderTask, rec.TaskID)
-	if rec.SagaID != "" {
-		msg.Header.Set(HeaderSaga, rec.SagaID)
+	msg.Header.Set(HeaderReason, string(out.Reason))
+	msg.Header.Set(HeaderPersona, out.Persona)
+	msg.Header.Set(HeaderTask, out.TaskID)
+	if out.SagaID != "" {
+		msg.Header.Set(HeaderSaga, out.SagaID)
 	}
 	ack, err := w.js.PublishMsg(ctx, msg)
 	if err != nil {

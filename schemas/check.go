@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // check runs every test a message must pass before it is unmarshalled into
@@ -14,6 +16,9 @@ import (
 func check(id schemaID, data []byte) error {
 	if len(data) > MaxPayloadBytes {
 		return fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, len(data), MaxPayloadBytes)
+	}
+	if err := checkText(data); err != nil {
+		return err
 	}
 	doc, err := parseObject(data)
 	if err != nil {
@@ -79,4 +84,95 @@ func checkVersion(doc map[string]any) error {
 		return fmt.Errorf("%w: schema_version %s (this build knows %d)", ErrUnknownVersion, n, Version)
 	}
 	return nil
+}
+
+// checkText rejects what encoding/json would silently repair: bytes that
+// are not valid UTF-8 (anywhere: in a key, a value, inside "input") and
+// \u escapes of a lone UTF-16 surrogate, both of which it decodes as
+// U+FFFD. A message is kept byte for byte or refused, never rewritten: two
+// request ids that differ only in such bytes would otherwise become one.
+func checkText(data []byte) error {
+	if at, problem := badText(data); at >= 0 {
+		return &FieldError{Problem: fmt.Sprintf("%s at byte %d", problem, at)}
+	}
+	return nil
+}
+
+// badText returns the offset of the first byte that is not text kept as
+// it is, and why; -1 when every byte is.
+func badText(data []byte) (int, string) {
+	if !utf8.Valid(data) {
+		for i := 0; i < len(data); {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return i, "not valid UTF-8"
+			}
+			i += n
+		}
+	}
+	if at := loneSurrogate(data); at >= 0 {
+		return at, "not valid UTF-8: \\u escape of a lone surrogate"
+	}
+	return -1, ""
+}
+
+// loneSurrogate returns the offset of the first \u escape of a UTF-16
+// surrogate that is not half of a pair, or -1. Only "\u" is searched for
+// (fast on text with other escapes); one preceded by an odd run of
+// backslashes is an escaped backslash and a "u". Invalid escapes are the
+// JSON parser's to report.
+func loneSurrogate(data []byte) int {
+	for i := 0; ; i += 2 {
+		j := bytes.Index(data[i:], []byte(`\u`))
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if escapedAt(data, i) {
+			continue
+		}
+		r, ok := hex4(data[i+2:])
+		if !ok || !utf16.IsSurrogate(r) {
+			continue
+		}
+		var low rune
+		if r < 0xdc00 && len(data) >= i+8 && data[i+6] == '\\' && data[i+7] == 'u' {
+			low, _ = hex4(data[i+8:])
+		}
+		if low < 0xdc00 || low > 0xdfff {
+			return i
+		}
+		i += 10
+	}
+}
+
+// escapedAt reports whether the backslash at i is itself escaped: preceded
+// by an odd number of backslashes.
+func escapedAt(data []byte, i int) bool {
+	n := 0
+	for i-n-1 >= 0 && data[i-n-1] == '\\' {
+		n++
+	}
+	return n%2 == 1
+}
+
+// hex4 decodes the four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -26,11 +26,14 @@ import (
 //     falls back;
 //   - presence: a zero value cannot tell an absent optional field from one
 //     present with a value the schema rejects (max_attempts: 0);
-//   - date-times: the raw text, which must have RFC 3339 shape (rfc3339).
+//   - date-times: the raw text, which must have RFC 3339 shape (rfc3339);
+//   - text: json.Unmarshal turns invalid UTF-8 and lone surrogate escapes
+//     into U+FFFD, the full path refuses them (checkText). isText checks
+//     before anything else.
 
 // fastDecodeRequest returns the request and true if data is certainly valid.
 func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
-	if len(data) > MaxPayloadBytes {
+	if len(data) > MaxPayloadBytes || !isText(data) {
 		return nil, false
 	}
 	v := new(PersonaRequest)
@@ -102,7 +105,7 @@ func overridesValid(o *PolicyOverrides, present uint64) bool {
 
 // fastDecodeOutcome returns the event and true if data is certainly valid.
 func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
-	if len(data) > MaxPayloadBytes {
+	if len(data) > MaxPayloadBytes || !isText(data) {
 		return nil, false
 	}
 	v := new(OutcomeEvent)
@@ -245,8 +248,7 @@ const (
 var progressKeys = [...]string{progCompleted: "completed", progTotal: "total"}
 
 // runesIn reports whether s has between lo and hi runes, counted as the
-// schema library counts them (after json.Unmarshal has replaced invalid
-// UTF-8, as the full path's decoder does too).
+// schema library counts them (s is valid UTF-8: isText ran first).
 func runesIn(s string, lo, hi int) bool {
 	if len(s) < lo {
 		return false
@@ -258,6 +260,12 @@ func runesIn(s string, lo, hi int) bool {
 	return n >= lo && n <= hi
 }
 
+// isText reports whether data holds nothing json.Unmarshal would repair.
+func isText(data []byte) bool {
+	at, _ := badText(data)
+	return at < 0
+}
+
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -266,6 +274,11 @@ func isASCII(s string) bool {
 	}
 	return true
 }
+
+// ValidToken reports whether s may be a request's task id, step or
+// persona: ^[A-Za-z0-9_-]+$ with 1 to 256 characters, so a subject token
+// made of it is one token.
+func ValidToken(s string) bool { return safeToken(s) }
 
 // safeToken is ^[A-Za-z0-9_-]+$ with 1 to 256 characters.
 func safeToken(s string) bool {

@@ -169,9 +169,12 @@ type QuarantineRecord struct {
 	ID     string `json:"id"`
 	Reason Reason `json:"reason"`
 	// Detail is the operator-readable explanation.
-	Detail          string              `json:"detail"`
-	OriginalSubject string              `json:"original_subject"`
-	Headers         map[string][]string `json:"headers,omitempty"`
+	Detail          string `json:"detail"`
+	OriginalSubject string `json:"original_subject"`
+	// Headers are the original headers. A name or value that is not valid
+	// UTF-8 (or starts with dlq.HeaderBase64Prefix) is stored as that prefix
+	// and its standard base64, so it is kept byte for byte.
+	Headers map[string][]string `json:"headers,omitempty"`
 	// Payload is the original message body, byte for byte (base64 in JSON).
 	Payload        []byte          `json:"payload"`
 	Stream         string          `json:"stream,omitempty"`
@@ -189,6 +192,27 @@ type QuarantineRecord struct {
 	LastFailureAt  time.Time       `json:"last_failure_at,omitzero"`
 	QuarantinedAt  time.Time       `json:"quarantined_at"`
 	Lineage        *Lineage        `json:"lineage,omitempty"`
+	// PayloadRef, when set, is where the payload is kept instead (Payload is
+	// then empty): a record must fit in one message, the request it keeps
+	// may fill one. dlq.Inspector.Message reads it back.
+	PayloadRef *PayloadRef `json:"payload_ref,omitempty"`
+	// HeadersRef, when set, is where the headers are kept instead (Headers
+	// is then empty), as the JSON of the Headers map.
+	HeadersRef *PayloadRef `json:"headers_ref,omitempty"`
+	// ErrorsOmitted counts the attempts left out of the middle of Errors so
+	// that the record fits in one message (Attempts still counts them all).
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
+}
+
+// PayloadRef points at bytes a quarantine record keeps in a JetStream
+// object store bucket (the same shape as the object references of terminal
+// records).
+type PayloadRef struct {
+	Bucket string `json:"bucket"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	// Digest is the object store's digest, "SHA-256=<base64url>".
+	Digest string `json:"digest"`
 }
 
 // CompensationKind names what a compensation undoes.

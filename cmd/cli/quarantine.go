@@ -104,9 +104,10 @@ func qReasonNames() string {
 	return strings.Join(names, ", ")
 }
 
-// inspector connects and returns an Inspector on the default topology.
-func (g *globals) quarantineInspector(ctx context.Context) (*dlq.Inspector, func(), error) {
-	nc, js, err := g.connect(ctx)
+// quarantineInspector connects for cmd (see connectCmd) and returns an
+// Inspector on the default topology.
+func (g *globals) quarantineInspector(cmd *cobra.Command) (*dlq.Inspector, func(), error) {
+	nc, js, err := g.connectCmd(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,8 +120,10 @@ func (g *globals) quarantineInspector(ctx context.Context) (*dlq.Inspector, func
 	return insp, nc.Close, nil
 }
 
-// quarantineErr adds what an operator needs to a missing stream.
-func (g *globals) quarantineErr(err error) error {
+// quarantineErr adds what an operator needs to a missing stream, and
+// names the permission the server refused (see connectCmd).
+func (g *globals) quarantineErr(ctx context.Context, err error) error {
+	err = permissionCause(ctx, err)
 	if errors.Is(err, dlq.ErrStreamMissing) {
 		return fmt.Errorf("%w (on %s): nothing was ever quarantined there, or personaq never ran against this server", err, redactURL(g.natsURL))
 	}
@@ -174,7 +177,7 @@ func newQuarantineLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			insp, done, err := g.quarantineInspector(cmd.Context())
+			insp, done, err := g.quarantineInspector(cmd)
 			if err != nil {
 				return err
 			}
@@ -182,7 +185,7 @@ func newQuarantineLsCmd(g *globals) *cobra.Command {
 			filter.Limit = limit
 			entries, err := insp.List(cmd.Context(), filter)
 			if err != nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if output == "json" {
 				return qWriteJSON(g.stdout, entries)
@@ -289,14 +292,14 @@ func newQuarantineStatsCmd(g *globals) *cobra.Command {
 			if err := qCheckOutput(output); err != nil {
 				return err
 			}
-			insp, done, err := g.quarantineInspector(cmd.Context())
+			insp, done, err := g.quarantineInspector(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
 			st, err := insp.Stats(cmd.Context())
 			if err != nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if output == "json" {
 				return qWriteJSON(g.stdout, st)
@@ -310,11 +313,15 @@ func newQuarantineStatsCmd(g *globals) *cobra.Command {
 
 func qPrintStats(w io.Writer, st *dlq.Stats) error {
 	if st.Total == 0 {
-		_, err := fmt.Fprintf(w, "quarantine %s is empty\n", st.Stream)
-		return err
+		fmt.Fprintf(w, "quarantine %s is empty\n", st.Stream)
+		return qPrintCaptureFailures(w, st.CaptureFailing)
+	}
+	size := qBytes(st.Bytes)
+	if st.PayloadBytes > 0 {
+		size += fmt.Sprintf(" (+ %s of payloads kept out of line)", qBytes(st.PayloadBytes))
 	}
 	fmt.Fprintf(w, "quarantine %s: %d records, %s, oldest %s old (seq %d, stored %s)\n",
-		st.Stream, st.Total, qBytes(st.Bytes), qAge(st.OldestAge), st.FirstSeq, st.Oldest.Format(time.RFC3339))
+		st.Stream, st.Total, size, qAge(st.OldestAge), st.FirstSeq, st.Oldest.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nBY REASON\tRECORDS")
 	for _, k := range qSortedKeys(st.ByReason) {
@@ -323,6 +330,24 @@ func qPrintStats(w io.Writer, st *dlq.Stats) error {
 	fmt.Fprintln(tw, "\nBY PERSONA\tRECORDS")
 	for _, k := range qSortedKeys(st.ByPersona) {
 		fmt.Fprintf(tw, "%s\t%d\n", qDash(k), st.ByPersona[k])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return qPrintCaptureFailures(w, st.CaptureFailing)
+}
+
+// qPrintCaptureFailures lists the crash-looping messages that could not be
+// quarantined yet.
+func qPrintCaptureFailures(w io.Writer, fs []dlq.CaptureFailure) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nNOT CAPTURED: %d crash-looping messages wait in their stream; the max-deliveries listener keeps retrying them (see its error log)\n", len(fs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tSEQ\tFAILURES\tLAST TRY\tLAST ERROR")
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", f.Stream, f.Seq, f.Failures, f.At.Format(time.RFC3339), qOneLine(f.Error, 70))
 	}
 	return tw.Flush()
 }

@@ -99,7 +99,7 @@ Named records are replayed at once (--dry-run to preview); --all is a dry run un
 			if rate < 0 {
 				return fmt.Errorf("invalid flag --rate: %g (want ≥ 0; 0 = no limit)", rate)
 			}
-			insp, done, err := g.quarantineInspector(cmd.Context())
+			insp, done, err := g.quarantineInspector(cmd)
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ Named records are replayed at once (--dry-run to preview); --all is a dry run un
 				Keep: keep, DryRun: dry, Rate: rate, Progress: qProgress(g.stderr, "replay", f.progressEvery),
 			})
 			if rep == nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if f.output == "json" {
 				if jerr := qWriteJSON(g.stdout, rep); jerr != nil {
@@ -118,7 +118,7 @@ Named records are replayed at once (--dry-run to preview); --all is a dry run un
 				qPrintReplay(g.stdout, rep, len(sel.Seqs) == 0, keep)
 			}
 			if err != nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if rep.Failed > 0 {
 				return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d replays failed", rep.Failed, len(rep.Items))}
@@ -185,14 +185,14 @@ func newQuarantinePurgeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			insp, done, err := g.quarantineInspector(cmd.Context())
+			insp, done, err := g.quarantineInspector(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
 			rep, err := insp.Purge(cmd.Context(), sel, dlq.PurgeOptions{DryRun: dry, Progress: qProgress(g.stderr, "purge", f.progressEvery)})
 			if rep == nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if f.output == "json" {
 				if jerr := qWriteJSON(g.stdout, rep); jerr != nil {
@@ -202,7 +202,7 @@ func newQuarantinePurgeCmd(g *globals) *cobra.Command {
 				qPrintPurge(g.stdout, rep)
 			}
 			if err != nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
 			}
 			if rep.Failed > 0 {
 				return &ExitError{Code: 1, Err: errors.New(rep.Errors[0])}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/dlq"
@@ -31,26 +32,76 @@ func newQuarantineShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			insp, done, err := g.quarantineInspector(cmd.Context())
+			insp, done, err := g.quarantineInspector(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
 			e, err := insp.Get(cmd.Context(), seqs[0])
 			if err != nil {
-				return g.quarantineErr(err)
+				return g.quarantineErr(cmd.Context(), err)
+			}
+			var msg *nats.Msg
+			if e.Record != nil {
+				if msg, err = insp.Message(cmd.Context(), e.Record); err != nil {
+					err = g.quarantineErr(cmd.Context(), err)
+				}
 			}
 			if output == "json" {
-				return qWriteJSON(g.stdout, e)
+				if jerr := qWriteJSON(g.stdout, qShowJSON{Entry: e, Original: qOriginal(msg)}); jerr != nil {
+					return jerr
+				}
+			} else if perr := qPrintRecord(g.stdout, e, msg, err, time.Now()); perr != nil {
+				return perr
 			}
-			return qPrintRecord(g.stdout, e, time.Now())
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output: text|json")
 	return cmd
 }
 
-func qPrintRecord(w io.Writer, e *dlq.Entry, now time.Time) error {
+// qShowMax is the most of a payload `show` prints as text.
+const qShowMax = 64 << 10
+
+// qShowJSON is `show -o json`: the stored entry and, when the record
+// keeps its payload or headers out of line, the message read back.
+type qShowJSON struct {
+	*dlq.Entry
+	Original *qOriginalJSON `json:"original,omitempty"`
+}
+
+type qOriginalJSON struct {
+	// Headers are in the record's form (dlq.HeaderBase64Prefix).
+	Headers map[string][]string `json:"headers,omitempty"`
+	// Payload is base64, as in the record.
+	Payload []byte `json:"payload"`
+}
+
+func qOriginal(msg *nats.Msg) *qOriginalJSON {
+	if msg == nil {
+		return nil
+	}
+	return &qOriginalJSON{Headers: qStoredHeaders(msg.Header), Payload: msg.Data}
+}
+
+// qStoredHeaders is h in the form a record stores headers in.
+func qStoredHeaders(h nats.Header) map[string][]string {
+	stored := make(map[string][]string, len(h))
+	for k, vs := range h {
+		for _, v := range vs {
+			stored[dlq.StoredHeaderText(k)] = append(stored[dlq.StoredHeaderText(k)], dlq.StoredHeaderText(v))
+		}
+	}
+	return stored
+}
+
+// qPrintRecord prints the entry; msg is the message it keeps as read back
+// (nil with msgErr when it could not be).
+func qPrintRecord(w io.Writer, e *dlq.Entry, msg *nats.Msg, msgErr error, now time.Time) error {
 	if e.Record == nil {
 		_, err := fmt.Fprintf(w, "record %d on %s, stored %s: undecodable (%s)\n", e.Seq, e.Subject, e.StoredAt.Format(time.RFC3339), e.Err)
 		return err
@@ -84,19 +135,43 @@ func qPrintRecord(w io.Writer, e *dlq.Entry, now time.Time) error {
 	}
 	if len(r.Headers) > 0 {
 		fmt.Fprintln(w, "\nheaders")
-		keys := make([]string, 0, len(r.Headers))
-		for k := range r.Headers {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(r.Headers[k], ", "))
+		qPrintHeaders(w, r.Headers)
+	}
+	if r.HeadersRef != nil {
+		fmt.Fprintf(w, "\nheaders (kept out of line: object %s in %s, %d bytes, %s)\n", r.HeadersRef.Name, r.HeadersRef.Bucket, r.HeadersRef.Size, r.HeadersRef.Digest)
+		if msg != nil {
+			qPrintHeaders(w, qStoredHeaders(msg.Header))
 		}
 	}
-	fmt.Fprintf(w, "\npayload (%d bytes)\n%s\n", len(r.Payload), qIndent(qPretty(r.Payload), "  "))
+	where := ""
+	if ref := r.PayloadRef; ref != nil {
+		where = fmt.Sprintf(", kept out of line: object %s in %s, %s", ref.Name, ref.Bucket, ref.Digest)
+	}
+	switch {
+	case msg == nil:
+		fmt.Fprintf(w, "\npayload (unavailable%s)\n  %v\n", where, msgErr)
+	case len(msg.Data) > qShowMax:
+		fmt.Fprintf(w, "\npayload (%d bytes%s; the first %d shown, -o json has all)\n%s\n", len(msg.Data), where, qShowMax,
+			qIndent(qPretty(msg.Data[:qShowMax]), "  "))
+	default:
+		fmt.Fprintf(w, "\npayload (%d bytes%s)\n%s\n", len(msg.Data), where, qIndent(qPretty(msg.Data), "  "))
+	}
 	fmt.Fprintln(w, "\nerror history")
 	qTimeline(w, r)
 	return nil
+}
+
+// qPrintHeaders prints headers as a record stores them: a name or value
+// that is not valid UTF-8 shows as dlq.HeaderBase64Prefix and its base64.
+func qPrintHeaders(w io.Writer, h map[string][]string) {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(h[k], ", "))
+	}
 }
 
 // qPretty indents JSON; other text is shown as is, binary as hex.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/dlq"
 )
 
 func init() { register(newStreamsCmd) }
@@ -17,7 +18,7 @@ func newStreamsCmd(g *globals) *cobra.Command {
 	var path string
 	initCmd := &cobra.Command{
 		Use:   "init [--config FILE]",
-		Short: "Create or update the streams and every configured persona's durable consumer (idempotent)",
+		Short: "Create or update the streams, every configured persona's durable consumer and the quarantine's buckets (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(path, os.LookupEnv)
@@ -34,19 +35,24 @@ func newStreamsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			ctx, cancel := watchPermissions(cmd.Context(), nc)
+			defer cancel(nil)
 			rt, err := consumers.New(consumers.Config{JetStream: js, Topology: cfg.Topology(), Personas: personas})
 			if err != nil {
 				return err
 			}
-			if err := rt.Provision(cmd.Context()); err != nil {
-				return err
+			if err := rt.Provision(ctx); err != nil {
+				return permissionCause(ctx, err)
 			}
 			t := cfg.Topology().WithDefaults()
+			if err := dlq.ProvisionBuckets(ctx, js, t.Replicas, t.Storage); err != nil {
+				return fmt.Errorf("quarantine buckets: %w", permissionCause(ctx, err))
+			}
 			fmt.Fprintf(g.stdout, "streams ready: %s, %s, %s (replicas %d); consumers:", t.RequestsStream, t.QuarantineStream, t.OutcomesStream, t.Replicas)
 			for _, p := range personas {
 				fmt.Fprintf(g.stdout, " %s", consumers.Durable(p.Name))
 			}
-			fmt.Fprintln(g.stdout)
+			fmt.Fprintf(g.stdout, "; quarantine buckets: %s (index), %s (large payloads)\n", dlq.DefaultIndexBucket, dlq.DefaultPayloadBucket)
 			return nil
 		},
 	}
