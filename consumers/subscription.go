@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -174,11 +175,24 @@ func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
 	uuid := d.Stream + ":" + strconv.FormatUint(d.Sequence, 10) + ":" + strconv.FormatUint(d.Delivered, 10)
 	wm := message.NewMessage(uuid, m.Data())
 	for k, v := range m.Headers() {
-		if len(v) > 0 {
+		if len(v) > 0 && !reservedMetadata(k) {
 			wm.Metadata.Set(k, v[0])
 		}
 	}
 	return wm
+}
+
+// reservedMetadata names the metadata keys the pipeline itself uses to
+// decide how a message is settled: a publisher's header of that name must
+// not reach the pipeline (it could term a request or set its redelivery
+// delay); the header is still kept in the message, and in a quarantine
+// record, as published.
+func reservedMetadata(key string) bool {
+	switch key {
+	case MetaTermReason, delay.DelayedForKey, delay.DelayedUntilKey:
+		return true
+	}
+	return false
 }
 
 // settle waits for the pipeline's verdict on wm and applies it to m.

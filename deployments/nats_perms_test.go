@@ -1,6 +1,7 @@
 package deployments_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -227,11 +228,18 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 	echo := publishAs(t, publisher, "echo", "task-echo")
 	flaky := publishAs(t, publisher, "flaky", "task-flaky")
 	reject := publishAs(t, publisher, "reject", "task-reject")
+	// A body too large to keep inside a quarantine record: the replica
+	// stores it in the quarantine payloads object store.
+	big := bytes.Repeat([]byte{0xff, 'x'}, 300<<10)
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = publisher.js.Publish(pctx, "personaq.requests.reject", big)
+	pcancel()
+	require.NoError(t, err)
 
 	wantOutcomes := map[string]uint64{
 		"personaq.outcomes.succeeded.echo":     1,
 		"personaq.outcomes.succeeded.flaky":    1,
-		"personaq.outcomes.quarantined.reject": 1,
+		"personaq.outcomes.quarantined.reject": 2,
 	}
 	var got map[string]uint64
 	require.Eventually(t, func() bool {
@@ -241,11 +249,20 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 	require.Equal(t, wantOutcomes, got)
 	require.NoError(t, stop(), "Run returns cleanly after a drain")
 
-	require.Equal(t, map[string]uint64{"personaq.quarantine.terminal.reject": 1},
+	require.Equal(t, map[string]uint64{"personaq.quarantine.terminal.reject": 1, "personaq.quarantine.invalid_message.reject": 1},
 		subjectCounts(t, admin, "PERSONAQ_QUARANTINE"))
-	rec := readQuarantine(t, admin, 1)
-	require.Equal(t, reject.RequestID, rec.RequestID)
-	require.Equal(t, schemas.ReasonTerminal, rec.Reason)
+	for seq := uint64(1); seq <= 2; seq++ {
+		rec := readQuarantine(t, admin, seq)
+		switch rec.Reason {
+		case schemas.ReasonTerminal:
+			require.Equal(t, reject.RequestID, rec.RequestID)
+		case schemas.ReasonInvalidMessage:
+			require.NotNil(t, rec.PayloadRef, "the large body is kept out of line")
+			require.EqualValues(t, len(big), rec.PayloadRef.Size)
+		default:
+			t.Fatalf("unexpected record %s", rec.Reason)
+		}
+	}
 
 	// The publisher awaits a result: the terminal record and the output
 	// (kept in the object store here), and follows attempt events.

@@ -19,6 +19,9 @@ func Encode(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %T is not a message type of package schemas", ErrInvalid, v)
 	}
+	if field, bad := invalidText(v); bad {
+		return nil, fmt.Errorf("encode %T: %w", v, &FieldError{Field: field, Problem: "not valid UTF-8"})
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode %T: %w", v, err)

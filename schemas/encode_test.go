@@ -90,3 +90,29 @@ func TestNewRequest(t *testing.T) {
 	_, err := schemas.Encode(a)
 	require.NoError(t, err)
 }
+
+// schemas.Encode refuses text that is not valid UTF-8 instead of publishing it
+// rewritten (json.Marshal would turn the bytes into U+FFFD).
+func TestEncodeRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*schemas.PersonaRequest){
+		"request_id": func(r *schemas.PersonaRequest) { r.RequestID = "req-\xff\xfe" },
+		"input":      func(r *schemas.PersonaRequest) { r.Input = []byte("\"\xff\"") },
+		"policy_overrides.non_retryable": func(r *schemas.PersonaRequest) {
+			r.PolicyOverrides = &schemas.PolicyOverrides{NonRetryable: []string{"Commit\xffError"}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := schemas.NewRequest("t", "s", "p")
+			mutate(r)
+			_, err := schemas.Encode(r)
+			var fe *schemas.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, name, fe.Field)
+			require.ErrorIs(t, err, schemas.ErrInvalid)
+		})
+	}
+	_, err := schemas.Encode(&schemas.CompensationRequest{SchemaVersion: schemas.Version, RequestID: "r", SagaID: "s\xff", Kind: schemas.CompensationDeleteBranch, Target: "b"})
+	require.ErrorIs(t, err, schemas.ErrInvalid)
+}

@@ -205,15 +205,9 @@ type QuarantineRecord struct {
 }
 
 // PayloadRef points at bytes a quarantine record keeps in a JetStream
-// object store bucket (the same shape as the object references of terminal
-// records).
-type PayloadRef struct {
-	Bucket string `json:"bucket"`
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	// Digest is the object store's digest, "SHA-256=<base64url>".
-	Digest string `json:"digest"`
-}
+// object store bucket: the same reference terminal records use for large
+// outputs.
+type PayloadRef = ObjectRef
 
 // CompensationKind names what a compensation undoes.
 type CompensationKind string

@@ -194,8 +194,7 @@ func TestServerWithARealRuntime(t *testing.T) {
 	t.Run("Shutdown", func(t *testing.T) {
 		require.NoError(t, srv.Shutdown(context.Background()))
 		require.NoError(t, srv.Shutdown(context.Background()), "idempotent")
-		_, err := http.Get(base + "/healthz")
-		require.Error(t, err, "listener closed")
+		require.Error(t, probe(base+"/healthz"), "listener closed")
 	})
 }
 
@@ -257,8 +256,7 @@ func TestReadyzNamesTheFirstUnmetCondition(t *testing.T) {
 			require.Equal(t, http.StatusOK, code)
 			cancel() // ctx ending shuts the server down
 			require.Eventually(t, func() bool {
-				_, err := http.Get(base + "/healthz")
-				return err != nil
+				return probe(base+"/healthz") != nil
 			}, 5*time.Second, 10*time.Millisecond)
 		})
 	}
@@ -295,4 +293,16 @@ func TestStartFailsOnATakenPort(t *testing.T) {
 	err = second.Start(context.Background())
 	require.ErrorContains(t, err, "listen "+cfg.Addr)
 	require.Error(t, first.Start(context.Background()), "started twice")
+}
+
+// probe GETs url and closes the answer (an unclosed body keeps a
+// connection's goroutines alive past the test); nil means it answered.
+func probe(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	return nil
 }
