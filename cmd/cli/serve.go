@@ -64,7 +64,8 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 	rt, err := consumers.New(consumers.Config{
 		JetStream: js, Topology: cfg.Topology(), Personas: personas, Ledger: led, Logger: &log,
 		DrainTimeout: cfg.Runtime.DrainTimeout.Std(), FetchMaxWait: cfg.Runtime.FetchMaxWait.Std(),
-		Observer: mx.observer(),
+		UnknownPersonaGrace: cfg.Runtime.UnknownPersonaGrace.Std(),
+		Observer:            mx.observer(),
 	})
 	if err != nil {
 		return err

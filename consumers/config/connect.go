@@ -25,6 +25,8 @@ func (f *File) Topology() consumers.Topology {
 		OutcomesStream: t.OutcomesStream, OutcomesPrefix: t.OutcomesPrefix,
 		Replicas: t.Replicas, Storage: storage,
 		DuplicateWindow: t.DuplicateWindow.Std(), OutcomesMaxAge: t.OutcomesMaxAge.Std(),
+		OutputsBucket: t.OutputsBucket, InlineOutputMax: t.InlineOutputMax,
+		AttemptsStream: t.AttemptsStream, AttemptsPrefix: t.AttemptsPrefix, AttemptsMaxAge: t.AttemptsMaxAge.Std(),
 	}.WithDefaults()
 }
 

@@ -31,9 +31,15 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orStr(&t.Storage, storageFile)
 	orDur(&t.DuplicateWindow, def.DuplicateWindow)
 	orDur(&t.OutcomesMaxAge, def.OutcomesMaxAge)
+	orStr(&t.OutputsBucket, def.OutputsBucket)
+	orInt(&t.InlineOutputMax, def.InlineOutputMax)
+	orStr(&t.AttemptsStream, def.AttemptsStream)
+	orStr(&t.AttemptsPrefix, def.AttemptsPrefix)
+	orDur(&t.AttemptsMaxAge, def.AttemptsMaxAge)
 
 	orDur(&f.Runtime.DrainTimeout, DefaultDrainTimeout)
 	orDur(&f.Runtime.FetchMaxWait, DefaultFetchMaxWait)
+	orDur(&f.Runtime.UnknownPersonaGrace, consumers.DefaultUnknownPersonaGrace)
 
 	d := &f.Defaults
 	orStr(&d.Policy, DefaultPolicy)

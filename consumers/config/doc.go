@@ -58,8 +58,14 @@
 //	PERSONAQ_TOPOLOGY_STORAGE                   topology.storage
 //	PERSONAQ_TOPOLOGY_DUPLICATE_WINDOW          topology.duplicate_window
 //	PERSONAQ_TOPOLOGY_OUTCOMES_MAX_AGE          topology.outcomes_max_age
+//	PERSONAQ_TOPOLOGY_OUTPUTS_BUCKET            topology.outputs_bucket
+//	PERSONAQ_TOPOLOGY_INLINE_OUTPUT_MAX         topology.inline_output_max
+//	PERSONAQ_TOPOLOGY_ATTEMPTS_STREAM           topology.attempts_stream
+//	PERSONAQ_TOPOLOGY_ATTEMPTS_PREFIX           topology.attempts_prefix
+//	PERSONAQ_TOPOLOGY_ATTEMPTS_MAX_AGE          topology.attempts_max_age
 //	PERSONAQ_RUNTIME_DRAIN_TIMEOUT              runtime.drain_timeout
 //	PERSONAQ_RUNTIME_FETCH_MAX_WAIT             runtime.fetch_max_wait
+//	PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE      runtime.unknown_persona_grace
 //	PERSONAQ_DEFAULTS_POLICY                    defaults.policy
 //	PERSONAQ_DEFAULTS_CONCURRENCY               defaults.concurrency
 //	PERSONAQ_DEFAULTS_MAX_REPLICAS              defaults.max_replicas

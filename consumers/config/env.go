@@ -62,9 +62,15 @@ var envTable = []envVar{
 	{"topology.storage", str(func(f *File) *string { return &f.TopologyConfig.Storage })},
 	{"topology.duplicate_window", duration(func(f *File) *Duration { return &f.TopologyConfig.DuplicateWindow })},
 	{"topology.outcomes_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.OutcomesMaxAge })},
+	{"topology.outputs_bucket", str(func(f *File) *string { return &f.TopologyConfig.OutputsBucket })},
+	{"topology.inline_output_max", integer(func(f *File) *int { return &f.TopologyConfig.InlineOutputMax })},
+	{"topology.attempts_stream", str(func(f *File) *string { return &f.TopologyConfig.AttemptsStream })},
+	{"topology.attempts_prefix", str(func(f *File) *string { return &f.TopologyConfig.AttemptsPrefix })},
+	{"topology.attempts_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.AttemptsMaxAge })},
 
 	{"runtime.drain_timeout", duration(func(f *File) *Duration { return &f.Runtime.DrainTimeout })},
 	{"runtime.fetch_max_wait", duration(func(f *File) *Duration { return &f.Runtime.FetchMaxWait })},
+	{"runtime.unknown_persona_grace", duration(func(f *File) *Duration { return &f.Runtime.UnknownPersonaGrace })},
 
 	{"defaults.policy", str(func(f *File) *string { return &f.Defaults.Policy })},
 	{"defaults.concurrency", integer(func(f *File) *int { return &f.Defaults.Concurrency })},

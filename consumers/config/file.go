@@ -141,8 +141,20 @@ type TopologyConfig struct {
 	Storage string `yaml:"storage"`
 	// DuplicateWindow is the Nats-Msg-Id dedup window. Default: 2m.
 	DuplicateWindow Duration `yaml:"duplicate_window"`
-	// OutcomesMaxAge bounds how long outcome events are kept. Default: 168h.
+	// OutcomesMaxAge is how long terminal records (and the outputs they
+	// reference) are kept. Default: 168h.
 	OutcomesMaxAge Duration `yaml:"outcomes_max_age"`
+	// OutputsBucket is the object store for outputs larger than
+	// InlineOutputMax. Default: PERSONAQ_OUTPUTS.
+	OutputsBucket string `yaml:"outputs_bucket"`
+	// InlineOutputMax is the largest output kept inside the terminal record,
+	// in bytes (at most 262144). Default: 65536.
+	InlineOutputMax int `yaml:"inline_output_max"`
+	// Default: PERSONAQ_ATTEMPTS, subjects personaq.attempts.<request>.<kind>.
+	AttemptsStream string `yaml:"attempts_stream"`
+	AttemptsPrefix string `yaml:"attempts_prefix"`
+	// AttemptsMaxAge is how long attempt events are kept. Default: 24h.
+	AttemptsMaxAge Duration `yaml:"attempts_max_age"`
 }
 
 // RuntimeConfig tunes the consumer runtime.
@@ -151,6 +163,9 @@ type RuntimeConfig struct {
 	DrainTimeout Duration `yaml:"drain_timeout"`
 	// FetchMaxWait bounds one pull request. Default: 1s.
 	FetchMaxWait Duration `yaml:"fetch_max_wait"`
+	// UnknownPersonaGrace is how long a request for a persona no replica
+	// serves waits before it is quarantined as unknown_persona. Default: 5m.
+	UnknownPersonaGrace Duration `yaml:"unknown_persona_grace"`
 }
 
 // DefaultsConfig holds what personas inherit when they say nothing.

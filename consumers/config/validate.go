@@ -46,6 +46,7 @@ func (f *File) validate(probs *problems) {
 	f.TopologyConfig.validate(probs)
 	nonNegative(probs, "runtime.drain_timeout", f.Runtime.DrainTimeout)
 	nonNegative(probs, "runtime.fetch_max_wait", f.Runtime.FetchMaxWait)
+	nonNegative(probs, "runtime.unknown_persona_grace", f.Runtime.UnknownPersonaGrace)
 	f.Defaults.validate(probs)
 	f.validatePersonas(probs)
 }
@@ -194,6 +195,10 @@ func (t TopologyConfig) validate(probs *problems) {
 	}
 	nonNegative(probs, "topology.duplicate_window", t.DuplicateWindow)
 	nonNegative(probs, "topology.outcomes_max_age", t.OutcomesMaxAge)
+	nonNegative(probs, "topology.attempts_max_age", t.AttemptsMaxAge)
+	if t.InlineOutputMax < 0 || t.InlineOutputMax > 256<<10 {
+		probs.add("topology.inline_output_max", "must be between 0 and 262144 bytes, got %d", t.InlineOutputMax)
+	}
 }
 
 func (d DefaultsConfig) validate(probs *problems) {
