@@ -74,7 +74,7 @@ func (c SweeperConfig) validate() error {
 	return nil
 }
 
-// Sweeper runs pending compensations (seed 003). A saga ends COMPENSATED
+// Sweeper runs pending saga compensations. A saga ends COMPENSATED
 // only when its handler returned nil; when the handler fails for good
 // (terminal error, or the policy's attempts spent) or no handler exists for
 // its kind, it ends QUARANTINED with an operator-readable terminal reason

@@ -1,5 +1,7 @@
 // Package dlq is personaq's quarantine: the stream where work that must stop
-// waits for a person (DESIGN.md invariants 1, 4 and 5; seed 003).
+// waits for a person: every request that stops ends as one record, N
+// replicas or sweeps store one record, and a saga compensation is never
+// reported COMPENSATED unless its handler succeeded.
 //
 // Records (schemas.QuarantineRecord) keep the original subject, headers and
 // payload untouched with the reason, attempts, error history, provenance and

@@ -15,7 +15,7 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// SagaState is where a saga's compensation stands (seed 003).
+// SagaState is where a saga's compensation stands.
 type SagaState string
 
 // Saga states. COMPENSATED and QUARANTINED are terminal.
@@ -106,7 +106,7 @@ func (t CompensationTopology) Subject(kind schemas.CompensationKind) string {
 func ProvisionCompensations(ctx context.Context, js jetstream.JetStream, t CompensationTopology) error {
 	t = t.WithDefaults()
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: t.Stream, Description: "personaq compensation requests (seed 003)",
+		Name: t.Stream, Description: "personaq saga compensation requests",
 		Subjects: []string{t.Prefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
 		Replicas: t.Replicas, Storage: t.Storage,
 	})

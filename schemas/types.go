@@ -16,7 +16,7 @@ const Version = 1
 const MaxPayloadBytes = 512 * 1024
 
 // Agents names the agent that runs odd attempts (Primary) and the one that
-// runs even attempts (Fallback, optional), as in seed 004.
+// runs even attempts (Fallback, optional): adaptive retry alternates them.
 type Agents struct {
 	Primary  string `json:"primary"`
 	Fallback string `json:"fallback,omitempty"`
@@ -47,7 +47,7 @@ type PersonaRequest struct {
 	Policy          string           `json:"policy,omitempty"`
 	PolicyOverrides *PolicyOverrides `json:"policy_overrides,omitempty"`
 	// ProgressTotal is the number of sub-tasks the persona is expected to
-	// complete (seed 004's tasks_total); 0 means progress is not tracked.
+	// complete (tasks_total); 0 means progress is not tracked.
 	ProgressTotal int       `json:"progress_total,omitempty"`
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -72,7 +72,7 @@ var Outcomes = []Outcome{
 	OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated, OutcomeDeadlineExceeded,
 }
 
-// Progress is seed 004's tasks_completed / tasks_total.
+// Progress is tasks_completed / tasks_total as a persona reports it.
 type Progress struct {
 	Completed int `json:"completed"`
 	Total     int `json:"total"`
@@ -117,7 +117,7 @@ type OutcomeEvent struct {
 // Reason says why a message was quarantined.
 type Reason string
 
-// Quarantine reasons (DESIGN.md invariant 1).
+// Quarantine reasons: every request that does not succeed ends with one.
 const (
 	ReasonExhausted          Reason = "exhausted"
 	ReasonTerminal           Reason = "terminal"
@@ -212,7 +212,7 @@ type PayloadRef = ObjectRef
 // CompensationKind names what a compensation undoes.
 type CompensationKind string
 
-// Known compensation kinds (seed 003).
+// Known saga compensation kinds.
 const (
 	CompensationDeleteBranch   CompensationKind = "DELETE_BRANCH"
 	CompensationRemoveWorktree CompensationKind = "REMOVE_WORKTREE"

@@ -28,7 +28,7 @@ func init() { register(newCompensateCmd) }
 func newCompensateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compensate",
-		Short: "Publish saga compensations and sweep them (seed 003)",
+		Short: "Publish saga compensations and sweep them (a failed compensation is QUARANTINED, never COMPENSATED)",
 		Long: `A compensation undoes what a failed saga left behind (DELETE_BRANCH, REMOVE_WORKTREE, …).
 A sweep runs every pending one under its retry policy. A saga ends COMPENSATED only when
 its handler succeeded; a handler that fails for good — or a kind without a handler —
@@ -171,7 +171,7 @@ A saga whose kind has no handler is quarantined, never left running.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.handlers, "handler", nil, "KIND=COMMAND: run COMMAND with the target as last argument (repeatable)")
 	fl.BoolVar(&f.demo, "demo", false, "use the built-in demo handlers (DELETE_BRANCH refuses main, master, release/*)")
-	fl.IntVar(&f.attempts, "attempts", 2, "attempts per compensation (seed 000's local policy: 2)")
+	fl.IntVar(&f.attempts, "attempts", 2, "attempts per compensation (the local preset's 2)")
 	fl.DurationVar(&f.timeout, "attempt-timeout", 2*time.Minute, "timeout of one attempt")
 	fl.StringVarP(&f.output, "output", "o", "text", "output: text|json")
 	return cmd

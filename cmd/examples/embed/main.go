@@ -62,7 +62,7 @@ func run() error {
 		Personas: []consumers.Persona{{
 			Name:    "summarizer",
 			Handler: handlers.Func(summarize),
-			// seed 001: 3 retries, linear 30s/60s/90s, 60s per attempt.
+			// The persona request step: 3 retries, linear 30s/60s/90s, 60s per attempt.
 			Policy:      retry.PersonaPolicy(60 * time.Second),
 			Concurrency: 8,
 		}},
