@@ -325,3 +325,14 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
+
+// An --input over the message bound says so (for stdin and @file alike),
+// rather than "not valid JSON".
+func TestPublishInputTooLargeSaysSo(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "big.json")
+	require.NoError(t, os.WriteFile(path, []byte(`"`+strings.Repeat("x", schemas.MaxPayloadBytes)+`"`), 0o600))
+	code, _, errOut := run(t, context.Background(), "publish", "--persona", "echo", "--task", "t", "--input", "@"+path)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "invalid flag --input: over 524288 bytes")
+}

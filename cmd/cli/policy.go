@@ -163,20 +163,9 @@ func (f explainFlags) resolve(base retry.Policy, req *schemas.PersonaRequest) (r
 // readExplainRequest reads --request: JSON text, @file or - (stdin). Only
 // persona, policy and policy_overrides matter, so a partial request will do.
 func readExplainRequest(v string, stdin io.Reader) (*schemas.PersonaRequest, error) {
-	var data []byte
-	var err error
-	switch {
-	case v == "":
-		return nil, nil
-	case v == "-":
-		data, err = io.ReadAll(io.LimitReader(stdin, schemas.MaxPayloadBytes+1))
-	case strings.HasPrefix(v, "@"):
-		data, err = os.ReadFile(v[1:])
-	default:
-		data = []byte(v)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("invalid flag --request: %w", err)
+	data, err := readArg("--request", v, stdin)
+	if err != nil || data == nil {
+		return nil, err
 	}
 	var req schemas.PersonaRequest
 	if err := json.Unmarshal(data, &req); err != nil {

@@ -92,6 +92,19 @@ func (f publishFlags) request(stdin io.Reader) (*schemas.PersonaRequest, error) 
 
 // readInput reads --input: JSON text, @file or - (stdin); it must be JSON.
 func readInput(v string, stdin io.Reader) (json.RawMessage, error) {
+	data, err := readArg("--input", v, stdin)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("invalid flag --input: not valid JSON")
+	}
+	return json.RawMessage(data), nil
+}
+
+// readArg reads a flag's value that is text, @file or - (stdin), bounded
+// by the largest message personaq accepts; nil when v is empty.
+func readArg(flag, v string, stdin io.Reader) ([]byte, error) {
 	var data []byte
 	var err error
 	switch {
@@ -99,21 +112,18 @@ func readInput(v string, stdin io.Reader) (json.RawMessage, error) {
 		return nil, nil
 	case v == "-":
 		data, err = io.ReadAll(io.LimitReader(stdin, schemas.MaxPayloadBytes+1))
-		if err == nil && len(data) > schemas.MaxPayloadBytes {
-			return nil, fmt.Errorf("invalid flag --input: stdin is over %d bytes (%w)", schemas.MaxPayloadBytes, schemas.ErrTooLarge)
-		}
 	case strings.HasPrefix(v, "@"):
 		data, err = os.ReadFile(v[1:])
 	default:
 		data = []byte(v)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("invalid flag --input: %w", err)
+		return nil, fmt.Errorf("invalid flag %s: %w", flag, err)
 	}
-	if !json.Valid(data) {
-		return nil, fmt.Errorf("invalid flag --input: not valid JSON")
+	if len(data) > schemas.MaxPayloadBytes {
+		return nil, fmt.Errorf("invalid flag %s: over %d bytes (%w)", flag, schemas.MaxPayloadBytes, schemas.ErrTooLarge)
 	}
-	return json.RawMessage(data), nil
+	return data, nil
 }
 
 func printPublished(w io.Writer, output string, req *schemas.PersonaRequest, stream string, seq uint64, dup bool) error {
