@@ -158,7 +158,7 @@ func plateauBand(known []retry.Attempt, pts []point, step float64) *band {
 	}
 	p := known[end].Progress
 	return &band{X: pts[start].X - step/4, W: pts[end].X - pts[start].X + step/2, Y: pts[end].Y,
-		Mid: (pts[start].X + pts[end].X) / 2,
+		Mid:  (pts[start].X + pts[end].X) / 2,
 		Text: fmt.Sprintf("plateau at %d/%d over attempts %d–%d", p.Completed, p.Total, known[start].Number, known[end].Number)}
 }
 
