@@ -138,6 +138,10 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/jobs/"+j.ID, http.StatusSeeOther)
 }
 
+// jobEventGap spaces a job's status events: a bulk replay changes its
+// status once a record.
+const jobEventGap = 100 * time.Millisecond
+
 // jobEvents streams a job's status until it has finished.
 func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 	j := s.jobs.get(r.PathValue("id"))
@@ -154,6 +158,11 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 		st, changed := j.status()
 		if sse.send("status", 0, st) != nil || st.State == jobFinished {
 			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(jobEventGap):
 		}
 		select {
 		case <-r.Context().Done():

@@ -85,6 +85,21 @@ func TestQuarantineFilterReplayAndWatchItSucceed(t *testing.T) {
 	rec, err := consumers.LookupOutcome(context.Background(), e.js, consumers.Topology{}, newID)
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", string(rec.Outcome))
+
+	// Many by filter: the dry run lists them, the job purges exactly those.
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(e.url+"/quarantine?persona=terminal"),
+		chromedp.Click(chromedp.CSS("#purge-all")),
+		chromedp.WaitVisible(chromedp.CSS("#dry-run-summary")),
+	))
+	require.Contains(t, text(t, tab, "#dry-run-summary"), "2 record(s) would be deleted")
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(`#job[data-state="finished"]`)),
+	))
+	require.Contains(t, text(t, tab, "#job-counts"), "ok 2")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(e.url+"/quarantine"), chromedp.WaitVisible(chromedp.CSS("#records"))))
+	require.Equal(t, "0", text(t, tab, "#match-count"), "the replayed record was removed, the purged ones deleted")
 }
 
 func TestTaskPageShowsThePlateau(t *testing.T) {
