@@ -91,7 +91,14 @@ func (e *env) startRuntime(led consumers.Ledger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Error("the runtime did not stop within 30s")
+		}
+	})
 }
 
 // startConsole serves a console on the deployment and returns its URL.
@@ -104,7 +111,7 @@ func (e *env) startConsole(readOnly bool) string {
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config.BaseContext = func(net.Listener) context.Context { return ctx }
 	ts.Start()
-	e.t.Cleanup(func() { cancel(); ts.Close(); srv.Stop() })
+	e.t.Cleanup(func() { cancel(); ts.CloseClientConnections(); ts.Close(); srv.Stop() })
 	return ts.URL
 }
 
