@@ -76,7 +76,7 @@ func TestCountsKeepTheWindow(t *testing.T) {
 	c.add(liveEvent{Kind: "outcome", Persona: "p", At: now.Add(-time.Minute)})
 	c.add(liveEvent{Kind: "outcome", Persona: "p", At: now, stopped: true})
 	c.add(liveEvent{Kind: "attempt", Persona: "p", At: now, retry: true})
-	c.add(liveEvent{Kind: "attempt", Persona: "p", At: now})                   // started: not counted
+	c.add(liveEvent{Kind: "attempt", Persona: "p", At: now})                     // started: not counted
 	c.add(liveEvent{Kind: "outcome", Persona: "p", At: now.Add(-2 * time.Hour)}) // out of the window
 	s := c.series("p")
 	require.Len(t, s, 60)
