@@ -6,7 +6,7 @@ STATICCHECK_VERSION ?= v0.8.2
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
 
-.PHONY: help build test lint bench fuzz images integration tools clean
+.PHONY: help build test lint bench fuzz images integration tools clean screenshots
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuarantineRecord -fuzztime=30s ./schemas/
+
+screenshots: ## regenerate the console screenshots in README (needs chromium and redis-server)
+	PERSONAQ_SCREENSHOTS=1 $(GO) test -count=1 -run='^(TestOverview|TestQuarantine|TestTaskPage)' ./consumers/console/
 
 images: ## build the offline container images (nats, redis, personaq)
 	bash integration/images/build.sh

@@ -26,6 +26,7 @@ type devFlags struct {
 	perPersona int
 	timeout    time.Duration
 	metrics    string
+	console    string
 }
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -58,6 +59,7 @@ prints each outcome as it happens. Delays are scaled by --time-scale.`,
 	fl.IntVar(&f.perPersona, "per-persona", 2, "sample requests published per demo persona (0: just serve)")
 	fl.DurationVar(&f.timeout, "settle-timeout", 2*time.Minute, "with --once: fail if the workload has not settled by then")
 	metricsFlag(fl, &f.metrics)
+	fl.StringVar(&f.console, "console", "127.0.0.1:8080", `host:port for the web console (a free port if taken; "" : off)`)
 	return cmd
 }
 
@@ -109,6 +111,11 @@ func runDev(ctx context.Context, g *globals, f devFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	stopConsole, err := serveDevConsole(ctx, g, f.console, js, led, log)
+	if err != nil {
+		return err
+	}
+	defer stopConsole()
 	return devSession(ctx, g, f, ns, js, rt, log)
 }
 

@@ -1,0 +1,174 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+type taskView struct {
+	Query     string
+	TaskID    string
+	Steps     []stepView
+	Note      string
+	HasLedger bool
+}
+
+// stepView is one request of one step, as `personaq task show` shows it.
+type stepView struct {
+	Step      string
+	RequestID string
+	State     string
+	Attempts  []attemptRow
+	Timeline  *timeline
+	Progress  *progressChart
+	Record    *schemas.OutcomeEvent
+	Output    string
+	RecordErr string
+}
+
+type attemptRow struct {
+	Number   int
+	Agent    string
+	Class    string
+	Progress string
+	Duration string
+	NextIn   string
+	Error    string
+	At       time.Time
+}
+
+// outputShown bounds the output the task page shows.
+const outputShown = 16 << 10
+
+func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	v := taskView{Query: q, HasLedger: s.cfg.Ledger != nil}
+	if q != "" {
+		if err := s.loadTask(r.Context(), q, &v); err != nil {
+			v.Note = err.Error()
+		}
+	}
+	s.render(w, r, http.StatusOK, "task", page{Title: "Task", Nav: "task", Data: v})
+}
+
+// loadTask finds q as a task id in the ledger, or else as a request id
+// (its terminal record or attempt events name the task).
+func (s *Server) loadTask(ctx context.Context, q string, v *taskView) error {
+	task, rec := q, (*schemas.OutcomeEvent)(nil)
+	steps, err := s.steps(ctx, q)
+	if err == nil && len(steps) == 0 {
+		if t, r := s.taskOfRequest(ctx, q); t != "" {
+			task, rec = t, r
+			steps, err = s.steps(ctx, task)
+		}
+	}
+	v.TaskID = task
+	if errors.Is(err, errNoLedger) && rec != nil {
+		v.Steps = []stepView{s.withResult(ctx, stepView{Step: rec.Step, RequestID: rec.RequestID})}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("no attempts recorded for task or request %q (never run, or expired from the ledger)", q)
+	}
+	v.Steps = steps
+	return nil
+}
+
+// taskOfRequest returns the task of request id, from its terminal record
+// or else its newest attempt event.
+func (s *Server) taskOfRequest(ctx context.Context, id string) (string, *schemas.OutcomeEvent) {
+	if rec, err := consumers.LookupOutcome(ctx, s.js, s.topo, id); err == nil {
+		return rec.TaskID, rec
+	}
+	st, err := s.js.Stream(ctx, s.topo.AttemptsStream)
+	if err != nil {
+		return "", nil
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, s.topo.AttemptFilter(id))
+	if err != nil {
+		return "", nil
+	}
+	if ev, err := schemas.DecodeAttemptEvent(raw.Data); err == nil {
+		return ev.TaskID, nil
+	}
+	return "", nil
+}
+
+// steps reads every step of task from the ledger with its result.
+func (s *Server) steps(ctx context.Context, task string) ([]stepView, error) {
+	if s.cfg.Ledger == nil {
+		return nil, errNoLedger
+	}
+	keys, err := s.cfg.Ledger.Steps(ctx, task)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	out := make([]stepView, 0, len(keys))
+	for _, k := range keys {
+		hist, st, err := s.cfg.Ledger.History(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+		step, req, _ := strings.Cut(k.Step, "@")
+		v := stepView{Step: step, RequestID: req, State: stateText(st), Attempts: attemptRows(hist),
+			Timeline: newTimeline(hist), Progress: newProgressChart(hist)}
+		out = append(out, s.withResult(ctx, v))
+	}
+	return out, nil
+}
+
+// withResult adds the step's terminal record and output, when there is one.
+func (s *Server) withResult(ctx context.Context, v stepView) stepView {
+	rec, err := consumers.LookupOutcome(ctx, s.js, s.topo, v.RequestID)
+	if err != nil {
+		v.RecordErr = "no terminal record yet: " + err.Error()
+		return v
+	}
+	v.Record = rec
+	if out, err := consumers.ReadOutput(ctx, s.js, s.topo, rec); err == nil && len(out) > 0 {
+		v.Output = pretty(out[:min(len(out), outputShown)])
+	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		v.RecordErr = "output: " + err.Error()
+	}
+	return v
+}
+
+func stateText(st ledger.State) string {
+	switch {
+	case st.Done:
+		return "succeeded"
+	case st.InFlight > 0:
+		return fmt.Sprintf("running attempt %d", st.Attempts+1)
+	}
+	return fmt.Sprintf("%d attempt(s), not succeeded", st.Attempts)
+}
+
+func attemptRows(hist []retry.Attempt) []attemptRow {
+	out := make([]attemptRow, len(hist))
+	for i, a := range hist {
+		row := attemptRow{Number: a.Number, Agent: agentName(a), Class: a.Class.String(), Progress: "-",
+			Duration: a.Duration.Round(time.Millisecond).String(), NextIn: "-", Error: a.Error, At: a.At}
+		if a.Progress.Known() {
+			row.Progress = fmt.Sprintf("%d/%d", a.Progress.Completed, a.Progress.Total)
+		}
+		if i+1 < len(hist) {
+			row.NextIn = max(hist[i+1].At.Sub(a.At.Add(a.Duration)), 0).Round(time.Millisecond).String()
+		}
+		out[i] = row
+	}
+	return out
+}
