@@ -119,6 +119,6 @@ func TestTaskPageShowsThePlateau(t *testing.T) {
 	}
 	rows, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll("table.attempts tr.class-retryable")))
 	require.NoError(t, err)
-	require.Len(t, rows, 3, "three attempts at 5/9 across both agents, then deferred")
+	require.Len(t, rows, 4, "four attempts at 5/9: adaptive retry confirms the plateau with the other agent on attempt 4, then defers")
 	screenshot(t, tab, "task-plateau")
 }
