@@ -37,6 +37,9 @@ type SubscriberConfig struct {
 	HoldUnder time.Duration
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
+	// StaleSettle, when set, is called for every settle refused because the
+	// message's claim lapsed (op: ack, nak, term, release).
+	StaleSettle func(topic, op string)
 }
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {
