@@ -74,6 +74,9 @@ func (s *subscription) heartbeatLoop() {
 }
 
 func (s *subscription) beatAll() {
+	if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+		return
+	}
 	for _, e := range s.inflight.snapshot() {
 		now := time.Now()
 		if !e.claim.beatDue(now) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -86,14 +87,15 @@ func (a *attemptLease) isLost() bool {
 // unreachable, the process frozen), is lost: its attempt is cancelled.
 type leaseKeeper struct {
 	ledger Ledger
+	frozen *atomic.Bool
 	onLost func(a *attemptLease, why string)
 
 	mu     sync.Mutex
 	leases map[*attemptLease]struct{}
 }
 
-func newLeaseKeeper(l Ledger, onLost func(*attemptLease, string)) *leaseKeeper {
-	return &leaseKeeper{ledger: l, onLost: onLost, leases: map[*attemptLease]struct{}{}}
+func newLeaseKeeper(l Ledger, frozen *atomic.Bool, onLost func(*attemptLease, string)) *leaseKeeper {
+	return &leaseKeeper{ledger: l, frozen: frozen, onLost: onLost, leases: map[*attemptLease]struct{}{}}
 }
 
 func (k *leaseKeeper) add(a *attemptLease) {
@@ -151,6 +153,9 @@ func (k *leaseKeeper) run(ctx context.Context, interval time.Duration) {
 }
 
 func (k *leaseKeeper) renewAll(ctx context.Context) {
+	if k.frozen.Load() {
+		return
+	}
 	for ttl, group := range k.byTTL(time.Now()) {
 		k.renew(ctx, ttl, group)
 	}

@@ -92,6 +92,9 @@ type Runtime struct {
 	leases   *leaseKeeper
 	// epoch is when the ledger's data set began (unix ms; 0: unknown).
 	epoch atomic.Int64
+	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
+	// replica stopped by SIGSTOP or a long pause looks like to the others.
+	frozen atomic.Bool
 }
 
 type personaRuntime struct {
@@ -130,7 +133,7 @@ func New(cfg Config) (*Runtime, error) {
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log))
 	r.outcomes = newOutcomeStore(r.js, r.topo)
 	if r.ledger != nil {
-		r.leases = newLeaseKeeper(r.ledger, func(a *attemptLease, why string) {
+		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
 			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
 		})
 	}
@@ -267,7 +270,7 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 		sub, err := NewSubscriber(SubscriberConfig{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
-			StaleSettle: r.countStale,
+			StaleSettle: r.countStale, frozen: &r.frozen,
 		})
 		if err != nil {
 			return nil, nil, err

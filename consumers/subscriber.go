@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -40,6 +41,9 @@ type SubscriberConfig struct {
 	// StaleSettle, when set, is called for every settle refused because the
 	// message's claim lapsed (op: ack, nak, term, release).
 	StaleSettle func(topic, op string)
+
+	// frozen (a Runtime's test hook) suppresses heartbeats and fetches while set.
+	frozen *atomic.Bool
 }
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {

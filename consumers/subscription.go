@@ -83,6 +83,11 @@ func (s *subscription) fetchLoop() {
 		if n == 0 {
 			return
 		}
+		if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+			s.release(n)
+			s.pause(s.cfg.FetchMaxWait)
+			continue
+		}
 		got := s.fetch(n)
 		s.release(n - got)
 	}
@@ -237,7 +242,7 @@ func (s *subscription) fenced(wm *message.Message, c *claim, op string) bool {
 		return false
 	}
 	c.lose(ErrLeaseLost)
-	s.log.Warn().Str("message", wm.UUID).Str("op", op).Msg("stale settle refused: the claim on this message lapsed")
+	s.log.Warn().Str("uuid", wm.UUID).Str("op", op).Msg("stale settle refused: the claim on this message lapsed")
 	if s.cfg.StaleSettle != nil {
 		s.cfg.StaleSettle(s.topic, op)
 	}
