@@ -277,4 +277,3 @@ func (c *cutLedger) Renew(ctx context.Context, leases []ledger.Lease, ttl time.D
 	}
 	return errs
 }
-
