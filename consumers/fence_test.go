@@ -16,6 +16,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -276,4 +277,46 @@ func (c *cutLedger) Renew(ctx context.Context, leases []ledger.Lease, ttl time.D
 		errs[i] = errors.New("connection refused")
 	}
 	return errs
+}
+
+// Redis loses everything (FLUSHALL) while a request is being retried: the
+// attempt numbering falls back to JetStream's delivery count, so the
+// request never runs more often than its policy allows, and it still ends
+// in exactly one terminal record.
+func TestLedgerWipedMidRetryKeepsTheAttemptLimit(t *testing.T) {
+	t.Parallel()
+	for _, wipeAfter := range []int{1, 2} {
+		t.Run(fmt.Sprintf("AfterAttempt%d", wipeAfter), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, false)
+			rs := testenv.StartRedis(t)
+			client := rs.Client(t)
+			l, err := ledger.New(ledger.Config{Client: client})
+			require.NoError(t, err)
+			h.ledger = l
+			out := h.watchOutcomes()
+			var runs runLog
+			wiped := make(chan struct{})
+			p := persona("wiped", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
+				i := runs.begin("r", req.Attempt)
+				defer runs.end(i)
+				if runs.count() == wipeAfter {
+					require.NoError(t, client.FlushAll(context.Background()).Err())
+					close(wiped)
+				}
+				return handlers.Result{}, fmt.Errorf("still failing (attempt %d)", req.Attempt)
+			}), fastPolicy(3))
+			p.AckWait = fenceAckWait
+			h.start(p)
+			req := h.publish("wiped", "t-wiped")
+			<-wiped
+			ev := out.wait(t, req.RequestID, 20*time.Second)
+			require.Equal(t, schemas.OutcomeQuarantined, ev.Outcome)
+			require.Equal(t, schemas.ReasonExhausted, ev.Reason)
+			require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
+			require.LessOrEqual(t, runs.count(), 3, "no more runs than the policy allows")
+			require.Empty(t, runs.overlaps())
+			require.Equal(t, 1, out.count())
+		})
+	}
 }
