@@ -20,6 +20,10 @@ var (
 	// lapsed (its heartbeats or lease renewals were overdue or refused): it
 	// stops, and its delivery settles nothing.
 	ErrLeaseLost = errors.New("personaq: attempt lease lost")
+	// ErrDuplicate is returned by Publisher.Publish for a message the
+	// server did not store because one with its Nats-Msg-Id was stored
+	// within the stream's duplicate window.
+	ErrDuplicate = errors.New("duplicate message not stored")
 	// ErrClosed is returned by Subscribe after Close.
 	ErrClosed = errors.New("subscriber closed")
 )

@@ -192,8 +192,17 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 	}
 }
 
+// toWatermill wraps m. Its UUID is the one the Publisher sent
+// (HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence: the
+// same on every redelivery.
 func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
-	uuid := d.Stream + ":" + strconv.FormatUint(d.Sequence, 10) + ":" + strconv.FormatUint(d.Delivered, 10)
+	uuid := m.Headers().Get(HeaderMessageUUID)
+	if uuid == "" {
+		uuid = m.Headers().Get(jetstream.MsgIDHeader)
+	}
+	if uuid == "" {
+		uuid = d.Stream + ":" + strconv.FormatUint(d.Sequence, 10)
+	}
 	wm := message.NewMessage(uuid, m.Data())
 	for k, v := range m.Headers() {
 		if len(v) > 0 {
