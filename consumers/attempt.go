@@ -199,8 +199,17 @@ func (r *Runtime) spent(st *attemptState) {
 	st.decision = retry.Decision{Action: retry.ActionQuarantine, Reason: retry.ReasonExhausted,
 		Detail: fmt.Sprintf("all %d attempts already used", st.policy.MaxAttempts)}
 	st.verdict = verdictQuarantine
-	r.finishUncounted(st, st.attempt.Number)
-	st.attempt = retry.Attempt{}
+	claimed := st.attempt.Number
+	r.finishUncounted(st, claimed)
+	// The event and log say how many attempts ran (the claimed number did
+	// not run; after a wiped ledger it may overstate, so cap it).
+	st.attempt = retry.Attempt{Number: min(claimed-1, st.policy.MaxAttempts)}
+	if n := len(st.history); n > 0 {
+		st.attempt.Error = st.history[n-1].Error
+	}
+	st.log.Error().Int("attempt", st.attempt.Number).Int("max_attempts", st.policy.MaxAttempts).
+		Str("reason", retry.ReasonExhausted).Str("last_error", st.attempt.Error).
+		Msg("All retries exhausted; task blocked, request quarantined without running again")
 }
 
 // finish records the attempt, fenced by its lease: a stale holder's Finish

@@ -313,6 +313,8 @@ func TestLedgerWipedMidRetryKeepsTheAttemptLimit(t *testing.T) {
 			ev := out.wait(t, req.RequestID, 20*time.Second)
 			require.Equal(t, schemas.OutcomeQuarantined, ev.Outcome)
 			require.Equal(t, schemas.ReasonExhausted, ev.Reason)
+			require.Positive(t, ev.Attempts, "the exhausted event says how many attempts ran")
+			require.LessOrEqual(t, ev.Attempts, 3)
 			require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
 			require.LessOrEqual(t, runs.count(), 3, "no more runs than the policy allows")
 			require.Empty(t, runs.overlaps())
