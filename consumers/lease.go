@@ -140,16 +140,7 @@ func (k *leaseKeeper) byTTL(now time.Time) map[time.Duration][]*attemptLease {
 
 // run renews every interval until ctx ends.
 func (k *leaseKeeper) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			k.renewAll(ctx)
-		}
-	}
+	every(ctx, interval, func() { k.renewAll(ctx) })
 }
 
 func (k *leaseKeeper) renewAll(ctx context.Context) {

@@ -49,17 +49,24 @@ func ledgerOptions(counted, succeeded bool, st *attemptState) ledger.FinishOptio
 
 // watchLedger pings the ledger so readiness recovers (and degrades) even
 // when no message arrives to notice.
-func (r *Runtime) watchLedger(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+func (r *Runtime) watchLedger(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		r.health.ledgerResult(r.refreshEpoch(pctx))
+	})
+}
+
+// every calls fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, every)
-			r.health.ledgerResult(r.refreshEpoch(pctx))
-			cancel()
+			fn()
 		}
 	}
 }

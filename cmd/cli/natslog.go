@@ -11,15 +11,13 @@ import (
 func connLogOptions(log zerolog.Logger) []nats.Option {
 	return []nats.Option{
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil {
+				return // our own Close at shutdown
+			}
 			log.Warn().Err(err).Str("server", nc.ConnectedUrlRedacted()).Msg("NATS disconnected; reconnecting")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Uint64("reconnects", nc.Reconnects).Msg("NATS reconnected")
-		}),
-		nats.ClosedHandler(func(nc *nats.Conn) {
-			if err := nc.LastError(); err != nil {
-				log.Error().Err(err).Msg("NATS connection closed")
-			}
 		}),
 	}
 }
