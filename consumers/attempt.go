@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -18,6 +19,8 @@ import (
 // ledgerMiddleware numbers the attempt from the ledger (not from JetStream
 // deliveries), skips steps already done, and records the attempt after the
 // decision. A ledger outage releases the message without burning an attempt.
+// The attempt holds a lease while it runs; if the lease is lost, the attempt
+// is cancelled and its delivery settles nothing (no record, no Finish).
 func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		st := stateOf(msg)
@@ -28,34 +31,33 @@ func (r *Runtime) ledgerMiddleware(next message.HandlerFunc) message.HandlerFunc
 			st.attempt.Number = int(st.delivery.Delivered)
 			return next(msg)
 		}
-		if !r.begin(msg.Context(), st) {
+		if !r.begin(msg, st) {
 			return nil, nil
 		}
 		out, err := next(msg)
+		if st.verdict == verdictFenced {
+			r.leases.remove(st.lease)
+			return out, err
+		}
 		r.concludeSuccess(st)
 		r.finish(st)
 		return out, err
 	}
 }
 
-// begin claims the attempt number; false means the verdict is already set.
-func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
+// begin claims the attempt number and its lease; false means the verdict
+// is already set.
+func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
+	ctx := msg.Context()
 	if r.concludedBefore(ctx, st) || r.quarantinedBefore(ctx, st) {
 		return false
 	}
-	t0 := time.Now()
-	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	defer cancel()
-	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID)
-	r.obs.LedgerCall("begin", time.Since(t0), err)
-	r.health.ledgerResult(err)
-	switch {
-	case err != nil:
-		st.verdict, st.delay = verdictRelease, releaseDelay(st.delivery.Delivered)
-		st.log.Warn().Err(err).Dur("release_in", st.delay).Msg("ledger unavailable; message released without counting an attempt")
+	begun, ok := r.beginLeased(ctx, st)
+	if !ok {
 		return false
-	case begun.Done:
-		r.alreadyDone(ctx, st)
+	}
+	if begun.Fresh && st.delivery.Delivered < 2 && r.wipedSince(st.delivery) && r.settledByRecord(ctx, st) {
+		r.finishUncounted(st, begun.Attempt) // completed work is not rerun after a wipe
 		return false
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
@@ -66,7 +68,71 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) bool {
 		r.spent(st)
 		return false
 	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	msg.SetContext(lctx)
+	st.lease.cancel = cancel
+	r.leases.add(st.lease)
 	return true
+}
+
+// beginLeased calls Begin with the attempt's lease and, for a message older
+// than the ledger's data, JetStream's delivery count as the attempt floor.
+func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, bool) {
+	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
+	if err == nil && begun.Fresh && st.delivery.Delivered > 1 && r.floor(st.delivery) == 0 {
+		// The ledger may have been wiped since the epoch was last read.
+		if r.refreshEpoch(ctx) == nil && r.floor(st.delivery) > 0 {
+			st.lease = &attemptLease{l: begun.Lease}
+			r.finishUncounted(st, begun.Attempt)
+			begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
+		}
+	}
+	switch {
+	case err != nil:
+		st.verdict, st.delay = verdictRelease, releaseDelay(st.delivery.Delivered)
+		st.log.Warn().Err(err).Dur("release_in", st.delay).Msg("ledger unavailable; message released without counting an attempt")
+		return begun, false
+	case begun.Done:
+		r.alreadyDone(ctx, st)
+		return begun, false
+	case begun.Busy:
+		st.verdict, st.delay = verdictRelease, begun.BusyFor+busyMargin
+		st.log.Info().Int("running_attempt", begun.BusyAttempt).Dur("release_in", st.delay).
+			Msg("an attempt of this request runs elsewhere (live lease); released without counting an attempt")
+		return begun, false
+	}
+	if begun.Fresh && r.floor(st.delivery) > 1 {
+		st.log.Warn().Uint64("delivered", st.delivery.Delivered).Int("attempt", begun.Attempt).
+			Msg("ledger lost this request's attempts; numbering from its JetStream delivery count")
+	}
+	st.lease = newAttemptLease(begun.Lease, st.persona.spec.AckWait, st.begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
+	return begun, true
+}
+
+// busyMargin is added to the lease time left when a delivery finds its
+// request running elsewhere, so it comes back after the lease, not at it.
+const busyMargin = 250 * time.Millisecond
+
+func (r *Runtime) callBegin(ctx context.Context, st *attemptState, floor int) (ledger.Begun, error) {
+	t0 := time.Now()
+	st.begunAt = t0
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID,
+		ledger.WithLease(st.persona.spec.AckWait), ledger.WithFloor(floor))
+	r.obs.LedgerCall("begin", time.Since(t0), err)
+	r.health.ledgerResult(err)
+	return begun, err
+}
+
+// floor is the attempt floor of d: its delivery count when the ledger's
+// data is younger than the message (no request exceeds its maximum
+// attempts after a wipe; it may get fewer), else none.
+func (r *Runtime) floor(d *Delivery) int {
+	if d.Delivered > 1 && r.wipedSince(d) {
+		return int(d.Delivered)
+	}
+	return 0
 }
 
 // quarantinedBefore catches a redelivery whose quarantine record a previous
@@ -108,6 +174,9 @@ func (r *Runtime) concludeSuccess(st *attemptState) {
 	if st.verdict != verdictAck || st.final != nil || st.duplicate {
 		return
 	}
+	if r.stale(st, "terminal record") {
+		return
+	}
 	if err := r.conclude(st, schemas.OutcomeSucceeded, 0); err != nil {
 		st.verdict, st.delay = verdictRelease, faultDelay
 		st.decision.Counted = false
@@ -130,18 +199,34 @@ func (r *Runtime) spent(st *attemptState) {
 	st.decision = retry.Decision{Action: retry.ActionQuarantine, Reason: retry.ReasonExhausted,
 		Detail: fmt.Sprintf("all %d attempts already used", st.policy.MaxAttempts)}
 	st.verdict = verdictQuarantine
-	r.finishUncounted(st, st.attempt.Number)
-	st.attempt = retry.Attempt{}
+	claimed := st.attempt.Number
+	r.finishUncounted(st, claimed)
+	// The event and log say how many attempts ran (the claimed number did
+	// not run; after a wiped ledger it may overstate, so cap it).
+	st.attempt = retry.Attempt{Number: min(claimed-1, st.policy.MaxAttempts)}
+	if n := len(st.history); n > 0 {
+		st.attempt.Error = st.history[n-1].Error
+	}
+	st.log.Error().Int("attempt", st.attempt.Number).Int("max_attempts", st.policy.MaxAttempts).
+		Str("reason", retry.ReasonExhausted).Str("last_error", st.attempt.Error).
+		Msg("All retries exhausted; task blocked, request quarantined without running again")
 }
 
+// finish records the attempt, fenced by its lease: a stale holder's Finish
+// writes nothing and its delivery settles nothing.
 func (r *Runtime) finish(st *attemptState) {
+	defer r.leases.remove(st.lease)
 	opts := finishOptions(st)
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
 	err := r.ledger.Finish(ctx, stepKey(st.req), st.attempt, opts)
 	r.obs.LedgerCall("finish", time.Since(t0), err)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrLeaseLost):
+		st.lease.lose()
+		r.refuseStale(st, "finish")
+	case err != nil:
 		r.health.ledgerResult(err)
 		st.log.Warn().Err(err).Int("attempt", st.attempt.Number).Msg("ledger did not record the attempt; next delivery will count it as lost")
 	}
@@ -149,10 +234,11 @@ func (r *Runtime) finish(st *attemptState) {
 
 // finishUncounted gives back attempt number n, claimed by Begin but not run.
 func (r *Runtime) finishUncounted(st *attemptState, n int) {
+	defer r.leases.remove(st.lease)
 	a := retry.Attempt{Number: n, Class: retry.ClassSnooze, At: r.now()}
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
-	if err := r.ledger.Finish(ctx, stepKey(st.req), a, ledgerOptions(false, false, st.req.RequestID)); err != nil {
+	if err := r.ledger.Finish(ctx, stepKey(st.req), a, ledgerOptions(false, false, st)); err != nil {
 		st.log.Warn().Err(err).Msg("ledger did not release the attempt")
 	}
 }
@@ -187,7 +273,7 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 			return nil, err
 		}
 		st.attempt.Duration = r.now().Sub(st.attempt.At)
-		if r.shuttingDown(msg.Context(), st) {
+		if r.leaseLost(msg.Context(), st) || r.shuttingDown(msg.Context(), st) {
 			return nil, nil
 		}
 		r.classify(st, ctx)
@@ -199,6 +285,19 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 		r.attemptFailed(st)
 		return nil, nil
 	}
+}
+
+// leaseLost abandons an attempt whose lease (or claim on its message) was
+// lost while it ran: it was cancelled, another replica may run the request
+// now, and this delivery settles nothing.
+func (r *Runtime) leaseLost(msgCtx context.Context, st *attemptState) bool {
+	if !errors.Is(context.Cause(msgCtx), ErrLeaseLost) && !st.lease.isLost() && !st.delivery.claim.isLost() {
+		return false
+	}
+	st.verdict = verdictFenced
+	st.log.Warn().Int("attempt", st.attempt.Number).Dur("duration", st.attempt.Duration).
+		Msg("attempt abandoned: its lease was lost; nothing is settled or recorded")
+	return true
 }
 
 // shuttingDown releases an attempt cut short by a graceful shutdown: it is

@@ -73,6 +73,12 @@ func (r *Runtime) concludedBefore(ctx context.Context, st *attemptState) bool {
 	if st.delivery.Delivered < 2 || st.req == nil {
 		return false
 	}
+	return r.settledByRecord(ctx, st)
+}
+
+// settledByRecord settles st the way the request's terminal record says,
+// when it has one.
+func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) bool {
 	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	final, err := r.outcomes.lookup(lctx, st.req.RequestID)

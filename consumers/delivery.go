@@ -21,7 +21,16 @@ type Delivery struct {
 	Delivered uint64
 	Published time.Time
 	Received  time.Time
+
+	// claim is this replica's hold on the message (nil outside a Subscriber).
+	claim *claim
 }
+
+// Held reports whether this replica still holds the delivery: its
+// heartbeats kept the server from handing the message to another replica
+// and nothing fenced it. Settling a delivery no longer held could end
+// another replica's delivery of the same message.
+func (d *Delivery) Held() bool { return d.claim.held(time.Now()) }
 
 type deliveryKey struct{}
 

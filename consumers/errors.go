@@ -16,6 +16,18 @@ var (
 	ErrNotRunning = errors.New("consumers not bound")
 	// ErrLedgerUnavailable: the attempt ledger (Redis) does not answer.
 	ErrLedgerUnavailable = errors.New("ledger unavailable")
+	// ErrLeaseLost is the cancellation cause of an attempt whose lease
+	// lapsed (its heartbeats or lease renewals were overdue or refused): it
+	// stops, and its delivery settles nothing.
+	ErrLeaseLost = errors.New("personaq: attempt lease lost")
+	// ErrDuplicate is returned by Publisher.Publish for a message the
+	// server did not store because one with its Nats-Msg-Id was stored
+	// within the stream's duplicate window.
+	ErrDuplicate = errors.New("duplicate message not stored")
 	// ErrClosed is returned by Subscribe after Close.
 	ErrClosed = errors.New("subscriber closed")
 )
+
+// errSettled is the cancellation cause of a message's context once the
+// message is settled.
+var errSettled = errors.New("personaq: message settled")

@@ -63,15 +63,25 @@ type replica struct {
 // start runs one replica serving the given personas until the test ends.
 func (h *harness) start(personas ...consumers.Persona) *replica {
 	h.t.Helper()
+	return h.startMod(nil, personas...)
+}
+
+// startMod is start with a chance to change the replica's Config.
+func (h *harness) startMod(mod func(*consumers.Config), personas ...consumers.Persona) *replica {
+	h.t.Helper()
 	var w io.Writer = zerolog.NewTestWriter(h.t)
 	if h.logTo != nil {
 		w = h.logTo
 	}
 	log := zerolog.New(w).Level(zerolog.InfoLevel)
-	rt, err := consumers.New(consumers.Config{
+	cfg := consumers.Config{
 		JetStream: h.js, Personas: personas, Ledger: h.ledger, Logger: &log,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	rt, err := consumers.New(cfg)
 	require.NoError(h.t, err)
 	require.NoError(h.t, rt.Provision(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())

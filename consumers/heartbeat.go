@@ -7,21 +7,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// inflightSet holds the messages a subscription is working on, so one
-// ticker can heartbeat them all (instead of a timer per message).
+// inflightSet holds the messages a subscription is working on (or holding
+// for a short retry delay), so one ticker can heartbeat them all (instead
+// of a timer per message).
 type inflightSet struct {
 	mu   sync.Mutex
 	next uint64
-	msgs map[uint64]jetstream.Msg
+	msgs map[uint64]inflightMsg
 }
 
-func newInflightSet() *inflightSet { return &inflightSet{msgs: map[uint64]jetstream.Msg{}} }
+type inflightMsg struct {
+	m     jetstream.Msg
+	claim *claim
+}
 
-func (s *inflightSet) add(m jetstream.Msg) uint64 {
+func newInflightSet() *inflightSet { return &inflightSet{msgs: map[uint64]inflightMsg{}} }
+
+func (s *inflightSet) add(m jetstream.Msg, c *claim) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next++
-	s.msgs[s.next] = m
+	s.msgs[s.next] = inflightMsg{m: m, claim: c}
 	return s.next
 }
 
@@ -37,10 +43,10 @@ func (s *inflightSet) len() int {
 	return len(s.msgs)
 }
 
-func (s *inflightSet) snapshot() []jetstream.Msg {
+func (s *inflightSet) snapshot() []inflightMsg {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]jetstream.Msg, 0, len(s.msgs))
+	out := make([]inflightMsg, 0, len(s.msgs))
 	for _, m := range s.msgs {
 		out = append(out, m)
 	}
@@ -49,7 +55,10 @@ func (s *inflightSet) snapshot() []jetstream.Msg {
 
 // heartbeatLoop sends InProgress for every in-flight message each interval,
 // resetting the server's AckWait clock so a long attempt is never handed
-// to another replica while this one is alive (DESIGN.md invariant 3).
+// to another replica while this one is alive (DESIGN.md invariant 3). A
+// message whose heartbeat is overdue (the process was frozen, the clock
+// ran out while sends failed) is not beaten again: its claim is lost, its
+// work cancelled, and it settles nothing (DESIGN.md invariant 8).
 func (s *subscription) heartbeatLoop() {
 	defer close(s.beatDone)
 	t := time.NewTicker(s.heartbeatInterval())
@@ -57,23 +66,60 @@ func (s *subscription) heartbeatLoop() {
 	for {
 		select {
 		case <-t.C:
-			for _, m := range s.inflight.snapshot() {
-				if err := m.InProgress(); err != nil {
-					s.log.Warn().Err(err).Msg("heartbeat failed")
-				}
-			}
+			s.beatAll()
 		case <-s.hardStop:
 			return
 		}
 	}
 }
 
+func (s *subscription) beatAll() {
+	if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+		return
+	}
+	for _, e := range s.inflight.snapshot() {
+		now := time.Now()
+		if !e.claim.beatDue(now) {
+			if e.claim.isLost() {
+				s.lapsed(e)
+			}
+			continue
+		}
+		if err := e.m.InProgress(); err != nil {
+			s.log.Warn().Err(err).Msg("heartbeat failed")
+			continue
+		}
+		e.claim.beaten(now)
+	}
+}
+
+// lapsed reports a claim lost to an overdue heartbeat, once.
+func (s *subscription) lapsed(e inflightMsg) {
+	if !e.claim.reportLapse() {
+		return
+	}
+	md, _ := e.m.Metadata()
+	ev := s.log.Warn().Dur("ack_wait", e.claim.ackWait)
+	if md != nil {
+		ev = ev.Uint64("stream_seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered)
+	}
+	ev.Msg("lease lost: heartbeat overdue; attempt cancelled and its message left to the server")
+}
+
 func (s *subscription) heartbeatInterval() time.Duration {
 	if s.cfg.Heartbeat > 0 {
 		return s.cfg.Heartbeat
 	}
-	if info := s.cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-		return max(info.Config.AckWait/3, 10*time.Millisecond)
+	if aw := s.ackWait(); aw > 0 {
+		return max(aw/3, 10*time.Millisecond)
 	}
 	return 10 * time.Second
+}
+
+// ackWait is the consumer's AckWait (zero when unknown).
+func (s *subscription) ackWait() time.Duration {
+	if info := s.cons.CachedInfo(); info != nil {
+		return info.Config.AckWait
+	}
+	return 0
 }

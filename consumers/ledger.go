@@ -14,9 +14,16 @@ import (
 // Ledger counts a task step's attempts across replicas. *ledger.Ledger
 // (Redis) implements it; with none, attempts are counted by JetStream
 // deliveries and no history is kept (no plateau detection, no feedback).
+//
+// The runtime begins every attempt with a lease (ledger.WithLease, the
+// persona's AckWait), renews the leases of running attempts with Renew and
+// fences every Finish with the lease: an attempt that lost its lease
+// settles nothing (DESIGN.md invariant 8).
 type Ledger interface {
-	Begin(ctx context.Context, key ledger.StepKey, requestID string) (ledger.Begun, error)
+	Begin(ctx context.Context, key ledger.StepKey, requestID string, opts ...ledger.BeginOption) (ledger.Begun, error)
 	Finish(ctx context.Context, key ledger.StepKey, a retry.Attempt, opts ledger.FinishOptions) error
+	Renew(ctx context.Context, leases []ledger.Lease, ttl time.Duration) []error
+	Epoch(ctx context.Context) (time.Time, error)
 	History(ctx context.Context, key ledger.StepKey) ([]retry.Attempt, ledger.State, error)
 	Ping(ctx context.Context) error
 }
@@ -29,28 +36,61 @@ func stepKey(req *schemas.PersonaRequest) ledger.StepKey {
 
 func finishOptions(st *attemptState) ledger.FinishOptions {
 	counted := st.decision.Counted && st.verdict != verdictRelease
-	return ledgerOptions(counted, st.verdict == verdictAck, st.req.RequestID)
+	return ledgerOptions(counted, st.verdict == verdictAck, st)
 }
 
-func ledgerOptions(counted, succeeded bool, requestID string) ledger.FinishOptions {
-	return ledger.FinishOptions{Counted: counted, Succeeded: succeeded, RequestID: requestID}
+func ledgerOptions(counted, succeeded bool, st *attemptState) ledger.FinishOptions {
+	o := ledger.FinishOptions{Counted: counted, Succeeded: succeeded, RequestID: st.req.RequestID}
+	if st.lease != nil {
+		o.Lease = st.lease.l
+	}
+	return o
 }
 
 // watchLedger pings the ledger so readiness recovers (and degrades) even
 // when no message arrives to notice.
-func (r *Runtime) watchLedger(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+func (r *Runtime) watchLedger(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		r.health.ledgerResult(r.refreshEpoch(pctx))
+	})
+}
+
+// every calls fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, every)
-			r.health.ledgerResult(r.ledger.Ping(pctx))
-			cancel()
+			fn()
 		}
 	}
+}
+
+// refreshEpoch reads when the ledger's data set began (a ping that also
+// notices a Redis that lost everything): a message published before it may
+// have attempts the ledger forgot, so its delivery count is their floor.
+func (r *Runtime) refreshEpoch(ctx context.Context) error {
+	e, err := r.ledger.Epoch(ctx)
+	if err != nil {
+		return err
+	}
+	if old := r.epoch.Swap(e.UnixMilli()); old != 0 && old != e.UnixMilli() {
+		r.log.Warn().Time("epoch", e).Time("previous_epoch", time.UnixMilli(old)).
+			Msg("the ledger lost its data (new epoch): attempt counts of older requests fall back to JetStream delivery counts")
+	}
+	return nil
+}
+
+// wipedSince reports whether the ledger's data set is younger than d's
+// message: the ledger may have forgotten attempts of it.
+func (r *Runtime) wipedSince(d *Delivery) bool {
+	e := r.epoch.Load()
+	return e != 0 && d.Published.UnixMilli() < e
 }
 
 // health tracks what readiness depends on.

@@ -14,7 +14,17 @@ const (
 	// with this reason instead of acking it (the quarantine record is
 	// already stored).
 	MetaTermReason = "personaq_term_reason"
+	// MetaFenced, set before Nack, makes the subscriber settle nothing: the
+	// pipeline lost the attempt's lease, so the message belongs to whoever
+	// holds it now (the server redelivers it when nobody does).
+	MetaFenced = "personaq_fenced"
 )
+
+// ReleaseFenced gives msg back without settling it (see MetaFenced).
+func ReleaseFenced(msg *message.Message) bool {
+	msg.Metadata.Set(MetaFenced, "1")
+	return msg.Nack()
+}
 
 // NackWithDelay marks msg for redelivery after d and nacks it. The subscriber
 // turns watermill's delay metadata into NakWithDelay.

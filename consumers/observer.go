@@ -29,6 +29,16 @@ type Observer interface {
 	SettleRefused(persona string, outcome schemas.Outcome)
 }
 
+// FenceObserver is an Observer that also counts settles refused to a stale
+// holder: a replica that lost an attempt's lease (frozen, partitioned,
+// Redis unreachable) and would otherwise have acked, nak'd, termed or
+// recorded a request another replica holds now. op is what was refused:
+// ack, nak, term, finish, quarantine record, terminal record.
+type FenceObserver interface {
+	Observer
+	StaleSettle(persona, op string)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) Attempt(string, retry.Class, time.Duration)      {}

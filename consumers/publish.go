@@ -49,9 +49,18 @@ func WithDeadline(deadline time.Time) PublishOption {
 	}
 }
 
+// HeaderMessageUUID carries a watermill message's UUID through JetStream,
+// so the Subscriber hands out the UUID that was published, the same on
+// every redelivery.
+const HeaderMessageUUID = "Personaq-Message-Uuid"
+
 // Publisher is a watermill message.Publisher on JetStream. The topic is the
-// subject; the message UUID becomes Nats-Msg-Id (dedup) unless the metadata
-// already carries one. Publish waits for the server's acknowledgement.
+// subject. Each message is deduplicated by Nats-Msg-Id = topic + "/" + UUID
+// (unless the metadata already carries a Nats-Msg-Id), so the same UUID on
+// another topic — a forwarded message — is a message of its own; the UUID
+// travels in HeaderMessageUUID. Publish waits for the server's
+// acknowledgement, and a message the server dropped as a duplicate is
+// reported: Publish returns an error matching ErrDuplicate.
 type Publisher struct {
 	js jetstream.JetStream
 }
@@ -61,18 +70,25 @@ var _ message.Publisher = (*Publisher)(nil)
 // NewPublisher returns a Publisher.
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
 
-// Publish implements message.Publisher.
+// Publish implements message.Publisher. It stops at the first message that
+// fails or was a duplicate.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	for _, m := range msgs {
 		nm := &nats.Msg{Subject: topic, Data: m.Payload, Header: nats.Header{}}
 		for k, v := range m.Metadata {
 			nm.Header.Set(k, v)
 		}
+		nm.Header.Set(HeaderMessageUUID, m.UUID)
 		if nm.Header.Get(jetstream.MsgIDHeader) == "" {
-			nm.Header.Set(jetstream.MsgIDHeader, m.UUID)
+			nm.Header.Set(jetstream.MsgIDHeader, topic+"/"+m.UUID)
 		}
-		if _, err := p.js.PublishMsg(m.Context(), nm); err != nil {
+		ack, err := p.js.PublishMsg(m.Context(), nm)
+		if err != nil {
 			return fmt.Errorf("publish %s to %s: %w", m.UUID, topic, err)
+		}
+		if ack.Duplicate {
+			return fmt.Errorf("%w: %s to %s (Nats-Msg-Id %s, stream %s seq %d)", ErrDuplicate, m.UUID, topic,
+				nm.Header.Get(jetstream.MsgIDHeader), ack.Stream, ack.Sequence)
 		}
 	}
 	return nil

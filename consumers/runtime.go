@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -88,6 +89,12 @@ type Runtime struct {
 	now      func() time.Time
 	health   health
 	obs      Observer
+	leases   *leaseKeeper
+	// epoch is when the ledger's data set began (unix ms; 0: unknown).
+	epoch atomic.Int64
+	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
+	// replica stopped by SIGSTOP or a long pause looks like to the others.
+	frozen atomic.Bool
 }
 
 type personaRuntime struct {
@@ -125,6 +132,11 @@ func New(cfg Config) (*Runtime, error) {
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log))
 	r.outcomes = newOutcomeStore(r.js, r.topo)
+	if r.ledger != nil {
+		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
+			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
+		})
+	}
 	for _, p := range cfg.Personas {
 		r.personas[p.Name] = newPersonaRuntime(p)
 	}
@@ -198,6 +210,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
+	if r.ledger != nil {
+		ectx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		r.health.ledgerResult(r.refreshEpoch(ectx))
+		cancel()
+	}
 	router, subs, err := r.router()
 	if err != nil {
 		return err
@@ -219,6 +236,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}()
 	if r.ledger != nil {
 		go r.watchLedger(ctx, 2*time.Second)
+		go r.leases.run(ctx, r.leaseInterval())
 	}
 	go func() {
 		select {
@@ -252,6 +270,7 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 		sub, err := NewSubscriber(SubscriberConfig{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
+			StaleSettle: r.countStale, frozen: &r.frozen,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -273,4 +292,23 @@ func (r *Runtime) Ready() error {
 		return ErrLedgerUnavailable
 	}
 	return nil
+}
+
+// leaseInterval is how often the lease keeper renews: a third of the
+// shortest lease (AckWait) any persona uses.
+func (r *Runtime) leaseInterval() time.Duration {
+	shortest := time.Duration(0)
+	for _, p := range r.personas {
+		if shortest == 0 || p.spec.AckWait < shortest {
+			shortest = p.spec.AckWait
+		}
+	}
+	return leaseInterval(shortest)
+}
+
+// countStale counts a settle the subscriber refused to a lapsed claim.
+func (r *Runtime) countStale(persona, op string) {
+	if o, ok := r.obs.(FenceObserver); ok {
+		o.StaleSettle(persona, op)
+	}
 }

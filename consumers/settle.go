@@ -65,16 +65,23 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 // the request's terminal record, confirmed before the message is settled:
 // a crash in between redelivers the message, which finds the record and is
 // settled without running again.
+//
+// Every settle is fenced first: a delivery whose attempt lost its lease, or
+// whose claim on the message lapsed, settles nothing (stale settle refused).
 func (r *Runtime) apply(msg *message.Message, st *attemptState) {
+	if st.verdict == verdictFenced || r.stale(st, verdictOp(st.verdict)) {
+		ReleaseFenced(msg)
+		return
+	}
 	switch st.verdict {
 	case verdictAck:
 		if st.final == nil && r.conclude(st, schemas.OutcomeSucceeded, 0) != nil {
 			NackWithDelay(msg, faultDelay)
 			return
 		}
-		settleFinal(msg, st.final)
+		r.settleFinal(msg, st)
 	case verdictSettled:
-		settleFinal(msg, st.final)
+		r.settleFinal(msg, st)
 	case verdictRetry, verdictRelease:
 		NackWithDelay(msg, st.delay)
 	case verdictQuarantine:
@@ -96,13 +103,21 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 			st.final = final
 			reason := schemas.Reason(st.decision.Reason)
 			r.standing(st, outcomeFor(reason), reason, final)
-			settleFinal(msg, final)
+			r.settleFinal(msg, st)
 			return
 		}
+	}
+	if r.stale(st, "quarantine record") {
+		ReleaseFenced(msg)
+		return
 	}
 	rec, seq, fresh, err := r.storeRecord(ctx, msg, st)
 	if err != nil {
 		NackWithDelay(msg, faultDelay)
+		return
+	}
+	if r.stale(st, "terminal record") {
+		ReleaseFenced(msg) // the record stays; a redelivery finds it (quarantinedBefore)
 		return
 	}
 	if err := r.conclude(st, outcomeFor(rec.Reason), seq); err != nil {
@@ -112,7 +127,54 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 	if fresh && st.final.QuarantineSeq != seq {
 		r.withdrawRecord(ctx, st, seq)
 	}
+	r.settleFinal(msg, st)
+}
+
+// settleFinal settles the message the way the standing record says, if
+// this delivery still holds it.
+func (r *Runtime) settleFinal(msg *message.Message, st *attemptState) {
+	if r.stale(st, verdictOp(verdictSettled)) {
+		ReleaseFenced(msg)
+		return
+	}
 	settleFinal(msg, st.final)
+}
+
+// stale reports whether this delivery must not make the settle op: its
+// attempt's lease, or its claim on the message, lapsed. A refused settle
+// is logged and counted, and the verdict becomes verdictFenced.
+func (r *Runtime) stale(st *attemptState, op string) bool {
+	now := time.Now()
+	if st.delivery.claim.held(now) && st.lease.valid(now) {
+		return false
+	}
+	st.lease.lose()
+	st.delivery.claim.lose(ErrLeaseLost)
+	r.refuseStale(st, op)
+	return true
+}
+
+// refuseStale logs and counts a settle refused to a stale holder.
+func (r *Runtime) refuseStale(st *attemptState, op string) {
+	st.verdict = verdictFenced
+	st.log.Warn().Int("attempt", st.attempt.Number).Str("op", op).
+		Msg("stale settle refused: this replica lost the attempt's lease; the request is left to its current holder")
+	if o, ok := r.obs.(FenceObserver); ok {
+		o.StaleSettle(st.persona.name, op)
+	}
+}
+
+// verdictOp names the settle a verdict makes, for logs and counts.
+func verdictOp(v verdict) string {
+	switch v {
+	case verdictAck, verdictSettled:
+		return "ack"
+	case verdictRetry, verdictRelease:
+		return "nak"
+	case verdictQuarantine:
+		return "term"
+	}
+	return "settle"
 }
 
 // storeRecord writes the quarantine record (idempotently) unless an

@@ -29,6 +29,9 @@ const (
 	// verdictSettled: the request already has its terminal record (final);
 	// settle the message the way that record says, running nothing.
 	verdictSettled
+	// verdictFenced: the attempt lost its lease (or its claim on the
+	// message); settle nothing and leave the message to the server.
+	verdictFenced
 )
 
 // attemptState travels with one message through the middleware chain.
@@ -60,6 +63,10 @@ type attemptState struct {
 	storedSeq uint64
 	// final is the request's terminal record once stored (or found).
 	final *schemas.OutcomeEvent
+	// lease is the attempt's lease in the ledger (nil without a ledger or
+	// before Begin); begunAt is when Begin was sent.
+	lease   *attemptLease
+	begunAt time.Time
 }
 
 type stateKey struct{}

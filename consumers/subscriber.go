@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -37,6 +38,12 @@ type SubscriberConfig struct {
 	HoldUnder time.Duration
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
+	// StaleSettle, when set, is called for every settle refused because the
+	// message's claim lapsed (op: ack, nak, term, release).
+	StaleSettle func(topic, op string)
+
+	// frozen (a Runtime's test hook) suppresses heartbeats and fetches while set.
+	frozen *atomic.Bool
 }
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {

@@ -84,17 +84,34 @@ func (s *subscription) fetchLoop() {
 		if n == 0 {
 			return
 		}
+		if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+			s.release(n)
+			s.pause(s.cfg.FetchMaxWait)
+			continue
+		}
 		got := s.fetch(n)
 		s.release(n - got)
 	}
 }
 
-// acquire blocks for one free slot, then takes every other free one.
+// acquire blocks for one free slot, then takes every other free one. Stop
+// wins over a free slot: a draining replica pulls nothing more.
 func (s *subscription) acquire() int {
+	select {
+	case <-s.stopCh:
+		return 0
+	default:
+	}
 	select {
 	case <-s.tokens:
 	case <-s.stopCh:
 		return 0
+	}
+	select {
+	case <-s.stopCh:
+		s.release(1)
+		return 0
+	default:
 	}
 	n := 1
 	for n < s.cfg.Slots {
@@ -129,7 +146,9 @@ func (s *subscription) fetch(n int) int {
 	for m := range batch.Messages() {
 		got++
 		// Heartbeats cover the message from receipt, not from dispatch.
-		s.dispatch(m, s.inflight.add(m))
+		ctx, cancel := context.WithCancelCause(s.runCtx)
+		c := newClaim(s.ackWait(), time.Now(), cancel)
+		s.dispatch(ctx, m, c, s.inflight.add(m, c))
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn().Err(err).Msg("fetch ended with an error")
@@ -149,30 +168,42 @@ func (s *subscription) pause(d time.Duration) {
 
 // dispatch hands one message to the router and starts its settler. A
 // message fetched while stopping is released at once.
-func (s *subscription) dispatch(m jetstream.Msg, id uint64) {
+func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, id uint64) {
 	d, err := newDelivery(m, time.Now())
 	if err != nil {
 		s.log.Error().Err(err).Msg("message without JetStream metadata; releasing")
 		_ = m.Nak()
 		s.inflight.remove(id)
+		c.cancel(errSettled)
 		s.release(1)
 		return
 	}
+	d.claim = c
 	wm := toWatermill(m, d)
-	wm.SetContext(withDelivery(s.runCtx, d))
+	wm.SetContext(withDelivery(ctx, d))
 	select {
 	case s.out <- wm:
 		s.settleWG.Add(1)
-		go s.settle(wm, m, id)
+		go s.settle(wm, m, c, id)
 	case <-s.stopCh:
 		_ = m.Nak()
 		s.inflight.remove(id)
+		c.cancel(errSettled)
 		s.release(1)
 	}
 }
 
+// toWatermill wraps m. Its UUID is the one the Publisher sent
+// (HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence: the
+// same on every redelivery.
 func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
-	uuid := d.Stream + ":" + strconv.FormatUint(d.Sequence, 10) + ":" + strconv.FormatUint(d.Delivered, 10)
+	uuid := m.Headers().Get(HeaderMessageUUID)
+	if uuid == "" {
+		uuid = m.Headers().Get(jetstream.MsgIDHeader)
+	}
+	if uuid == "" {
+		uuid = d.Stream + ":" + strconv.FormatUint(d.Sequence, 10)
+	}
 	wm := message.NewMessage(uuid, m.Data())
 	for k, v := range m.Headers() {
 		if len(v) > 0 && !reservedMetadata(k) {
@@ -195,50 +226,72 @@ func reservedMetadata(key string) bool {
 	return false
 }
 
-// settle waits for the pipeline's verdict on wm and applies it to m.
-func (s *subscription) settle(wm *message.Message, m jetstream.Msg, id uint64) {
+// settle waits for the pipeline's verdict on wm and applies it to m,
+// unless the claim on m lapsed meanwhile (then m is left to the server and
+// whoever holds it now); either way wm's context is cancelled after.
+func (s *subscription) settle(wm *message.Message, m jetstream.Msg, c *claim, id uint64) {
 	defer s.settleWG.Done()
 	defer s.release(1)
 	defer s.inflight.remove(id)
+	defer c.cancel(errSettled)
 	select {
 	case <-wm.Acked():
-		s.ack(wm, m)
+		if s.fenced(wm, c, settleOp(wm)) {
+			return
+		}
+		s.ack(wm, m, c)
 	case <-wm.Nacked():
-		s.nak(wm, m)
+		if s.fenced(wm, c, "nak") {
+			return
+		}
+		s.nak(wm, m, c)
 	case <-s.hardStop:
+		if s.fenced(wm, c, "release") {
+			return
+		}
 		_ = m.Nak()
 		s.log.Warn().Str("message", wm.UUID).Msg("released unfinished message at shutdown")
 	}
 }
 
-func (s *subscription) ack(wm *message.Message, m jetstream.Msg) {
+// fenced reports whether a settle must not go out: the pipeline said so
+// (its lease was lost), or the claim lapsed. A settle refused here is
+// logged and reported through StaleSettle.
+func (s *subscription) fenced(wm *message.Message, c *claim, op string) bool {
+	if wm.Metadata.Get(MetaFenced) != "" {
+		return true // the pipeline refused and reported it already
+	}
+	if c.held(time.Now()) {
+		return false
+	}
+	c.lose(ErrLeaseLost)
+	s.log.Warn().Str("uuid", wm.UUID).Str("op", op).Msg("stale settle refused: the claim on this message lapsed")
+	if s.cfg.StaleSettle != nil {
+		s.cfg.StaleSettle(s.topic, op)
+	}
+	return true
+}
+
+func (s *subscription) ack(wm *message.Message, m jetstream.Msg, c *claim) {
 	if reason := wm.Metadata.Get(MetaTermReason); reason != "" {
-		if err := m.TermWithReason(reason); err != nil {
-			s.log.Error().Err(err).Str("message", wm.UUID).Msg("term failed; the message will be redelivered")
+		if err := s.confirm(m, c, []byte("+TERM "+reason)); err != nil {
+			s.log.Error().Err(err).Str("message", wm.UUID).Msg("term not confirmed; the message may be redelivered")
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := m.DoubleAck(ctx); err != nil {
+	if err := s.confirm(m, c, []byte("+ACK")); err != nil {
 		s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not confirmed; the message may be redelivered")
 	}
 }
 
-func (s *subscription) nak(wm *message.Message, m jetstream.Msg) {
-	var err error
+func (s *subscription) nak(wm *message.Message, m jetstream.Msg, c *claim) {
 	d := nakDelay(wm, time.Now())
-	switch {
-	case d > 0 && d <= s.cfg.HoldUnder:
-		s.holds.hold(s, m, d)
+	if d > 0 && d <= s.cfg.HoldUnder {
+		s.holds.hold(s, m, c, d)
 		return
-	case d > 0:
-		err = m.NakWithDelay(d)
-	default:
-		err = m.Nak()
 	}
-	if err != nil {
-		s.log.Error().Err(err).Str("message", wm.UUID).Msg("nak failed; redelivery after AckWait")
+	if err := s.confirm(m, c, nakBody(d)); err != nil {
+		s.log.Error().Err(err).Str("message", wm.UUID).Msg("nak not confirmed; redelivery after AckWait")
 	}
 }
 

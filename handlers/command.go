@@ -186,6 +186,7 @@ func (c *CommandInvoker) command(req *Request, stdin []byte) *exec.Cmd {
 	cmd.Stdin = bytes.NewReader(stdin)
 	// Its own group, so one signal reaches everything the agent spawned.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithReplica(cmd.SysProcAttr)
 	// A process that escaped the group (setsid) may hold stdout open; do
 	// not wait on it longer than the grace period.
 	cmd.WaitDelay = c.cfg.KillGrace

@@ -56,7 +56,7 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 	if err != nil {
 		return err
 	}
-	nc, js, err := serveConnect(ctx, cmd, g, cfg)
+	nc, js, err := serveConnect(ctx, cmd, g, cfg, connLogOptions(log)...)
 	if err != nil {
 		return err
 	}
@@ -113,11 +113,12 @@ func redactAll(urls []string) []string {
 
 // serveConnect dials NATS with the config's options; --nats-url / NATS_URL
 // given explicitly wins over the file.
-func serveConnect(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File) (*nats.Conn, jetstream.JetStream, error) {
+func serveConnect(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	opts, err := cfg.NATSOptions()
 	if err != nil {
 		return nil, nil, err
 	}
+	opts = append(opts, extra...)
 	if !cmd.Flags().Changed("nats-url") && os.Getenv("NATS_URL") == "" {
 		g.natsURL = cfg.NATS.URL()
 	}

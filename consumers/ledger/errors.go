@@ -26,6 +26,11 @@ var (
 	// ErrInvalidConfig is wrapped by New for a Config it cannot accept.
 	ErrInvalidConfig = errors.New("invalid config")
 
+	// ErrLeaseLost is returned by a fenced Finish and by Renew when the
+	// attempt's lease expired or another attempt holds it: the caller is a
+	// stale holder and must settle nothing. Nothing was written.
+	ErrLeaseLost = errors.New("ledger: attempt lease lost")
+
 	// ErrInvalidArgument is wrapped when a call's arguments are unusable: an
 	// empty task id or an attempt number below 1.
 	ErrInvalidArgument = errors.New("ledger: invalid argument")

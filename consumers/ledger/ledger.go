@@ -103,6 +103,20 @@ type Begun struct {
 	Done bool
 	// DoneRequestID is the request id the successful Finish gave.
 	DoneRequestID string
+	// Busy is set when another attempt of the step holds a live lease (it
+	// runs elsewhere right now): the caller must not run the handler. Nothing
+	// else but BusyFor and BusyAttempt is set then, and nothing was written.
+	Busy bool
+	// BusyFor is how long that lease has left unless its holder renews it.
+	BusyFor time.Duration
+	// BusyAttempt is the number of the attempt holding the lease.
+	BusyAttempt int
+	// Lease fences the attempt just begun (Begin WithLease): Renew keeps it,
+	// a fenced Finish checks it. Zero without a lease.
+	Lease Lease
+	// Fresh is set when the step had no ledger entry before this call (a new
+	// request, or a ledger that lost its data: see Epoch and WithFloor).
+	Fresh bool
 	// Attempt is the number of the attempt just begun (1-based).
 	Attempt int
 	// History holds the step's earlier attempt records, oldest first,
@@ -128,6 +142,54 @@ type FinishOptions struct {
 	Succeeded bool
 	// RequestID identifies the request; stored in the record and the marker.
 	RequestID string
+	// Lease, when set, fences the Finish: it writes nothing and returns
+	// ErrLeaseLost unless the attempt still holds this lease, which it then
+	// gives up. Zero: unfenced.
+	Lease Lease
+}
+
+// Lease is an attempt's hold on its step: while it lives no other Begin
+// starts an attempt of the step. It expires on Redis's clock after the TTL
+// given to Begin unless Renew extends it.
+type Lease struct {
+	// Key is the step.
+	Key StepKey
+	// Token is the fencing token: it grows with every lease of the step.
+	Token int64
+	// Attempt is the attempt number the lease was granted with.
+	Attempt int
+}
+
+// IsZero reports whether l is no lease.
+func (l Lease) IsZero() bool { return l.Token == 0 }
+
+func (l Lease) value() string {
+	if l.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(l.Token, 10) + "|" + strconv.Itoa(l.Attempt)
+}
+
+// BeginOption changes how Begin starts an attempt.
+type BeginOption func(*beginOptions)
+
+type beginOptions struct {
+	lease time.Duration
+	floor int
+}
+
+// WithLease makes Begin grant the attempt a lease of ttl (at least 1ms) and
+// refuse (Begun.Busy) while another attempt holds a live one.
+func WithLease(ttl time.Duration) BeginOption {
+	return func(o *beginOptions) { o.lease = max(ttl, time.Millisecond) }
+}
+
+// WithFloor numbers the attempt at least n when the step has no entry: the
+// caller knows at most n-1 attempts can have run (e.g. JetStream's delivery
+// count of a message older than the ledger's Epoch), so a ledger that lost
+// its data never hands out numbers already spent.
+func WithFloor(n int) BeginOption {
+	return func(o *beginOptions) { o.floor = n }
 }
 
 // State summarises a step's ledger for inspection.
@@ -150,13 +212,19 @@ type State struct {
 }
 
 // Begin starts an attempt of key's step in one atomic script. If the step
-// has a completion marker it returns Begun{Done: true} and writes nothing.
-// Otherwise it records attempts earlier workers began and never finished as
-// lost, takes the next attempt number (a number released by an uncounted
-// Finish first), marks it in flight and refreshes the TTL.
-func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string) (Begun, error) {
+// has a completion marker it returns Begun{Done: true} and writes nothing;
+// WithLease, if another attempt holds a live lease, it returns Begun{Busy:
+// true} and writes nothing. Otherwise it records attempts earlier workers
+// began and never finished as lost (with leases: those whose lease expired),
+// takes the next attempt number (a number released by an uncounted Finish
+// first), marks it in flight, grants its lease and refreshes the TTL.
+func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts ...BeginOption) (Begun, error) {
 	if err := key.validate(); err != nil {
 		return Begun{}, err
+	}
+	var o beginOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	reqJSON, _ := json.Marshal(requestID)
 	res, err := beginScript.Run(ctx, l.cfg.Client, l.keys(key),
@@ -165,6 +233,8 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string) (Begu
 		l.cfg.TTL.Milliseconds(),
 		l.cfg.MaxHistory,
 		l.lostError,
+		o.lease.Milliseconds(),
+		o.floor,
 	).Slice()
 	if err != nil {
 		return Begun{}, wrap("begin "+key.String(), err)
@@ -179,33 +249,110 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 	if len(res) < 2 {
 		return bad()
 	}
-	if flag, _ := res[0].(int64); flag == 1 {
+	switch flag, _ := res[0].(int64); flag {
+	case 1:
 		id, ok := res[1].(string)
 		if !ok {
 			return bad()
 		}
 		return Begun{Done: true, DoneRequestID: id}, nil
+	case 2:
+		pttl, ok1 := res[1].(int64)
+		n, ok2 := res[2].(int64)
+		if len(res) != 3 || !ok1 || !ok2 {
+			return bad()
+		}
+		return Begun{Busy: true, BusyFor: time.Duration(max(pttl, 0)) * time.Millisecond, BusyAttempt: int(n)}, nil
 	}
-	if len(res) != 5 {
+	if len(res) != 7 {
 		return bad()
 	}
 	n, ok1 := res[1].(int64)
 	lost, ok2 := res[2].(int64)
 	recorded, ok3 := res[3].(int64)
 	raw, ok4 := res[4].([]any)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	token, ok5 := res[5].(int64)
+	fresh, ok6 := res[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return bad()
 	}
 	hist, err := decodeRecords(raw)
 	if err != nil {
 		return Begun{}, fmt.Errorf("begin %s: %w", key, err)
 	}
-	return Begun{
+	b := Begun{
 		Attempt: int(n),
 		History: hist,
 		Lost:    int(lost),
 		Dropped: max(int(recorded)-len(hist), 0),
-	}, nil
+		Fresh:   fresh == 1,
+	}
+	if token > 0 {
+		b.Lease = Lease{Key: key, Token: token, Attempt: int(n)}
+	}
+	return b, nil
+}
+
+// Renew extends every lease in leases by ttl, in one round trip (a
+// pipeline of one script call per lease). errs[i] is nil when leases[i] is
+// extended, matches ErrLeaseLost when it expired or another attempt holds
+// it, and ErrUnavailable when Redis did not answer.
+func (l *Ledger) Renew(ctx context.Context, leases []Lease, ttl time.Duration) []error {
+	errs := make([]error, len(leases))
+	if len(leases) == 0 {
+		return errs
+	}
+	ms := max(ttl, time.Millisecond).Milliseconds()
+	cmds := l.renewPipeline(ctx, leases, ms)
+	if noScript(cmds) {
+		// A pipeline cannot fall back from EVALSHA to EVAL per command: load
+		// the script (a new or restarted server has none) and send again.
+		if err := renewScript.Load(ctx, l.cfg.Client).Err(); err == nil {
+			cmds = l.renewPipeline(ctx, leases, ms)
+		}
+	}
+	for i, c := range cmds {
+		n, err := c.Int64()
+		switch {
+		case err != nil:
+			errs[i] = wrap("renew lease of "+leases[i].Key.String(), err)
+		case n != 1:
+			errs[i] = fmt.Errorf("%w: renew %s attempt %d", ErrLeaseLost, leases[i].Key, leases[i].Attempt)
+		}
+	}
+	return errs
+}
+
+func (l *Ledger) renewPipeline(ctx context.Context, leases []Lease, ttlMS int64) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(leases))
+	_, _ = l.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ls := range leases {
+			cmds[i] = renewScript.EvalSha(ctx, p, []string{leaseKey(l.cfg.Prefix, ls.Key)}, ls.value(), ttlMS)
+		}
+		return nil
+	})
+	return cmds
+}
+
+func noScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+// Epoch returns when the ledger's data set began: the first call creates a
+// marker, and a Redis that lost everything (FLUSHALL, a restart without
+// persistence) gets a new one. A message published before the epoch may
+// have attempts the ledger no longer knows of.
+func (l *Ledger) Epoch(ctx context.Context) (time.Time, error) {
+	ms, err := epochScript.Run(ctx, l.cfg.Client, []string{epochKey(l.cfg.Prefix)}, l.cfg.Now().UnixMilli()).Int64()
+	if err != nil {
+		return time.Time{}, wrap("epoch", err)
+	}
+	return time.UnixMilli(ms), nil
 }
 
 // Finish records how attempt a of key's step ended, in one atomic script,
@@ -215,7 +362,9 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 //
 // A Finish for an attempt another Begin has meanwhile recorded as lost
 // replaces (counted) or removes (uncounted) that lost record; a repeated
-// counted Finish of a recorded attempt is a no-op.
+// counted Finish of a recorded attempt is a no-op. A fenced Finish
+// (opts.Lease) of an attempt that lost its lease writes nothing and returns
+// ErrLeaseLost.
 func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts FinishOptions) error {
 	if err := key.validate(); err != nil {
 		return err
@@ -231,7 +380,7 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 	if err != nil {
 		return err
 	}
-	err = finishScript.Run(ctx, l.cfg.Client, l.keys(key),
+	status, err := finishScript.Run(ctx, l.cfg.Client, l.keys(key),
 		a.Number,
 		flag(opts.Counted),
 		flag(opts.Succeeded),
@@ -240,8 +389,15 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 		now.UnixMilli(),
 		l.cfg.TTL.Milliseconds(),
 		l.cfg.MaxHistory,
-	).Err()
-	return wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
+		opts.Lease.value(),
+	).Text()
+	if err != nil {
+		return wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
+	}
+	if status == "stale" {
+		return fmt.Errorf("%w: finish %s attempt %d (token %d)", ErrLeaseLost, key, a.Number, opts.Lease.Token)
+	}
+	return nil
 }
 
 // History returns key's attempt records, oldest first, and its state, for
@@ -298,7 +454,7 @@ func (l *Ledger) Ping(ctx context.Context) error {
 }
 
 func (l *Ledger) keys(k StepKey) []string {
-	return []string{metaKey(l.cfg.Prefix, k), attemptsKey(l.cfg.Prefix, k)}
+	return []string{metaKey(l.cfg.Prefix, k), attemptsKey(l.cfg.Prefix, k), leaseKey(l.cfg.Prefix, k)}
 }
 
 func flag(b bool) string {

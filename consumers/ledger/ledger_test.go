@@ -123,7 +123,7 @@ func runSuite(t *testing.T, b backend) {
 		s := newSetup(t, b, nil)
 
 		bg := s.begin(t, step, "req-1")
-		require.Equal(t, ledger.Begun{Attempt: 1, History: []retry.Attempt{}}, bg)
+		require.Equal(t, ledger.Begun{Attempt: 1, History: []retry.Attempt{}, Fresh: true}, bg)
 		s.finish(t, step, failed(1, retry.ClassRetryable, "boom"), ledger.FinishOptions{Counted: true, RequestID: "req-1"})
 
 		bg = s.begin(t, step, "req-1")
@@ -471,6 +471,11 @@ func runSuite(t *testing.T, b backend) {
 		require.NoError(t, s.l.Ping(s.ctx))
 	})
 
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		testLeases(t, b)
+	})
+
 	t.Run("ConcurrentReplicas", func(t *testing.T) {
 		t.Parallel()
 		testConcurrentReplicas(t, b)
@@ -663,4 +668,130 @@ func TestRedisOutage(t *testing.T) {
 	// the step starts over; a production Redis keeps AOF on.
 	require.Equal(t, 1, bg.Attempt)
 	require.NoError(t, l.Finish(ctx, step, failed(1, retry.ClassRetryable, "x"), ledger.FinishOptions{Counted: true}))
+}
+
+// testLeases walks the lease lifecycle: granted, busy for others, renewed,
+// lost (expired or taken over), and a stale holder's Finish refused.
+func testLeases(t *testing.T, b backend) {
+	leaseKey := func(s *setup, k ledger.StepKey) string {
+		return s.cfg.Prefix + ":{" + k.TaskID + "}:" + k.Step + ":lease"
+	}
+	const ttl = 10 * time.Second
+	t.Run("BusyWhileHeld", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		first, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl))
+		require.NoError(t, err)
+		require.Equal(t, 1, first.Attempt)
+		require.Equal(t, ledger.Lease{Key: step, Token: 1, Attempt: 1}, first.Lease)
+
+		second, err := s.l.Begin(s.ctx, step, "req-again", ledger.WithLease(ttl))
+		require.NoError(t, err)
+		require.True(t, second.Busy)
+		require.Equal(t, 1, second.BusyAttempt)
+		require.Greater(t, second.BusyFor, time.Duration(0))
+		require.LessOrEqual(t, second.BusyFor, ttl)
+		_, st := s.history(t, step)
+		require.Equal(t, 0, st.Attempts, "a busy Begin records nothing as lost")
+		require.Equal(t, 1, st.InFlight)
+	})
+	t.Run("ExpiredLeaseIsLostAndItsHolderFenced", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		old, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl))
+		require.NoError(t, err)
+		require.NoError(t, s.client.Del(s.ctx, leaseKey(s, step)).Err()) // the lease ran out
+		require.ErrorIs(t, s.l.Renew(s.ctx, []ledger.Lease{old.Lease}, ttl)[0], ledger.ErrLeaseLost)
+
+		cur, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl))
+		require.NoError(t, err)
+		require.Equal(t, 2, cur.Attempt)
+		require.Equal(t, 1, cur.Lost, "only an expired lease makes an attempt lost")
+		require.Greater(t, cur.Lease.Token, old.Lease.Token)
+
+		// The old holder wakes: its Finish is refused and writes nothing.
+		err = s.l.Finish(s.ctx, step, failed(1, retry.ClassTerminal, "late"),
+			ledger.FinishOptions{Counted: true, RequestID: "req", Lease: old.Lease})
+		require.ErrorIs(t, err, ledger.ErrLeaseLost)
+		err = s.l.Finish(s.ctx, step, failed(1, retry.ClassSucceeded, ""),
+			ledger.FinishOptions{Counted: true, Succeeded: true, RequestID: "req", Lease: old.Lease})
+		require.ErrorIs(t, err, ledger.ErrLeaseLost)
+		h, st := s.history(t, step)
+		require.False(t, st.Done, "a stale holder cannot mark the step done")
+		require.Equal(t, ledger.LostAttemptError, h[0].Error)
+
+		// The current holder renews and finishes; the lease is then free.
+		require.NoError(t, s.l.Renew(s.ctx, []ledger.Lease{cur.Lease}, ttl)[0])
+		require.NoError(t, s.l.Finish(s.ctx, step, failed(2, retry.ClassRetryable, "x"),
+			ledger.FinishOptions{Counted: true, RequestID: "req", Lease: cur.Lease}))
+		next, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl))
+		require.NoError(t, err)
+		require.False(t, next.Busy)
+		require.Equal(t, 3, next.Attempt)
+		require.Equal(t, 0, next.Lost)
+	})
+	t.Run("RenewManyInOneCall", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		var leases []ledger.Lease
+		for i := range 5 {
+			k := ledger.StepKey{TaskID: fmt.Sprintf("task-%d", i), Step: "s"}
+			bg, err := s.l.Begin(s.ctx, k, "req", ledger.WithLease(ttl))
+			require.NoError(t, err)
+			leases = append(leases, bg.Lease)
+		}
+		require.NoError(t, s.client.Del(s.ctx, leaseKey(s, leases[2].Key)).Err())
+		errs := s.l.Renew(s.ctx, leases, time.Minute)
+		for i, err := range errs {
+			if i == 2 {
+				require.ErrorIs(t, err, ledger.ErrLeaseLost)
+				continue
+			}
+			require.NoError(t, err)
+			pttl, err := s.client.PTTL(s.ctx, leaseKey(s, leases[i].Key)).Result()
+			require.NoError(t, err)
+			require.Greater(t, pttl, ttl, "renewed to the new TTL")
+		}
+	})
+	t.Run("LeaseExpiresOnRedisClock", func(t *testing.T) {
+		if !b.real {
+			t.Skip("miniredis TTLs do not run down by themselves")
+		}
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		_, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(100*time.Millisecond))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			bg, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(time.Second))
+			return err == nil && !bg.Busy && bg.Attempt == 2 && bg.Lost == 1
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+	t.Run("FloorAppliesToAFreshStepOnly", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		bg, err := s.l.Begin(s.ctx, step, "req", ledger.WithFloor(3))
+		require.NoError(t, err)
+		require.True(t, bg.Fresh)
+		require.Equal(t, 3, bg.Attempt)
+		s.finish(t, step, failed(3, retry.ClassRetryable, "x"), ledger.FinishOptions{Counted: true})
+		bg, err = s.l.Begin(s.ctx, step, "req", ledger.WithFloor(9))
+		require.NoError(t, err)
+		require.False(t, bg.Fresh)
+		require.Equal(t, 4, bg.Attempt)
+	})
+	t.Run("EpochIsStableUntilTheDataIsLost", func(t *testing.T) {
+		t.Parallel()
+		clock := &fixedClock{now: time.UnixMilli(1_700_000_000_000)}
+		s := newSetup(t, b, func(c *ledger.Config) { c.Now = clock.Now })
+		e1, err := s.l.Epoch(s.ctx)
+		require.NoError(t, err)
+		clock.Advance(time.Minute)
+		e2, err := s.l.Epoch(s.ctx)
+		require.NoError(t, err)
+		require.Equal(t, e1, e2)
+		require.NoError(t, s.client.Del(s.ctx, s.cfg.Prefix+":epoch").Err()) // what FLUSHALL does to it
+		e3, err := s.l.Epoch(s.ctx)
+		require.NoError(t, err)
+		require.Equal(t, e1.Add(time.Minute), e3)
+	})
 }

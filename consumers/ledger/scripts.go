@@ -9,6 +9,7 @@ import "github.com/redis/go-redis/v9"
 //	          attempts), including those trimmed by MaxHistory
 //	done      request id of the attempt that succeeded: the completion marker
 //	done_at   when it succeeded (unix ms)
+//	fence     lease tokens handed out so far (the last one is the newest)
 //	o:<n>     attempt n is open (begun, not finished): "<started ms>|<request id as JSON>"
 //	f:<n>     attempt n was released (uncounted) and is handed out again next
 //	l:<n>     attempt n was recorded as lost; a late Finish replaces that record
@@ -23,18 +24,39 @@ import "github.com/redis/go-redis/v9"
 
 // beginScript starts an attempt of one step.
 //
-// KEYS[1] meta hash, KEYS[2] attempts list.
+// KEYS[1] meta hash, KEYS[2] attempts list, KEYS[3] lease.
 // ARGV[1] request id as a JSON string; ARGV[2] now (unix ms); ARGV[3] TTL (ms);
-// ARGV[4] max history; ARGV[5] the lost-attempt error text as a JSON string.
-// Returns {1, done request id} when the step has a completion marker (nothing
-// is written), else {0, attempt, lost, recorded, {record, ...}}: lost counts
-// the open attempts this call recorded as lost, and the records are the kept
-// history, oldest first, those lost records included.
+// ARGV[4] max history; ARGV[5] the lost-attempt error text as a JSON string;
+// ARGV[6] lease TTL (ms; "0": no lease); ARGV[7] attempt floor for a step
+// without an entry ("0": none).
+// Returns {1, done request id} when the step has a completion marker, or
+// {2, lease PTTL (ms), holder's attempt} when another attempt holds a live
+// lease (nothing is written either way), else {0, attempt, lost, recorded,
+// {record, ...}, token, fresh}: lost counts the open attempts this call
+// recorded as lost, the records are the kept history, oldest first, those
+// lost records included, token fences the attempt (0 without a lease) and
+// fresh is 1 when the step had no entry.
+//
+// The lease key holds "<token>|<attempt>" and expires on Redis's own clock
+// after the lease TTL unless Renew or a fenced Finish touches it; the meta
+// field fence counts the tokens handed out.
 var beginScript = redis.NewScript(`
-local meta, list = KEYS[1], KEYS[2]
+local meta, list, lease = KEYS[1], KEYS[2], KEYS[3]
 local done = redis.call('HGET', meta, 'done')
 if done then
   return {1, done}
+end
+local leaseTTL = tonumber(ARGV[6])
+if leaseTTL > 0 then
+  local holder = redis.call('GET', lease)
+  if holder then
+    local n = string.match(holder, '|(%d+)$')
+    return {2, redis.call('PTTL', lease), tonumber(n or '0')}
+  end
+end
+local fresh = 0
+if redis.call('EXISTS', meta) == 0 then
+  fresh = 1
 end
 local now = tonumber(ARGV[2])
 local fields = redis.call('HGETALL', meta)
@@ -70,6 +92,10 @@ for _, o in ipairs(open) do
   redis.call('HSET', meta, 'l:' .. n, '1')
   recorded = recorded + 1
 end
+local floor = tonumber(ARGV[7])
+if fresh == 1 and floor > 1 then
+  nextn = floor - 1
+end
 local n
 if #free > 0 then
   table.sort(free)
@@ -80,21 +106,53 @@ else
   n = nextn
 end
 redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1])
+local token = 0
+if leaseTTL > 0 then
+  token = redis.call('HINCRBY', meta, 'fence', 1)
+  redis.call('SET', lease, token .. '|' .. n, 'PX', leaseTTL)
+end
 redis.call('LTRIM', list, -tonumber(ARGV[4]), -1)
 redis.call('PEXPIRE', meta, ARGV[3])
 redis.call('PEXPIRE', list, ARGV[3])
-return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1)}
+return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1), token, fresh}
+`)
+
+// renewScript extends a lease its holder still holds.
+//
+// KEYS[1] lease. ARGV[1] the lease value Begin set ("<token>|<attempt>");
+// ARGV[2] lease TTL (ms).
+// Returns 1 when the lease was ours and is extended, 0 when it expired or
+// another attempt holds it (nothing is written then).
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// epochScript returns when the ledger's data set began, creating the marker
+// on first use (and again after Redis lost everything).
+//
+// KEYS[1] epoch. ARGV[1] now (unix ms).
+// Returns the epoch (unix ms).
+var epochScript = redis.NewScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return tonumber(redis.call('GET', KEYS[1]))
 `)
 
 // finishScript records how an attempt ended.
 //
-// KEYS[1] meta hash, KEYS[2] attempts list.
+// KEYS[1] meta hash, KEYS[2] attempts list, KEYS[3] lease.
 // ARGV[1] attempt number; ARGV[2] "1" if the attempt counts; ARGV[3] "1" if
 // it succeeded; ARGV[4] the attempt record (JSON starting {"attempt":<n>,);
 // ARGV[5] request id (raw, for the completion marker); ARGV[6] now (unix ms);
-// ARGV[7] TTL (ms); ARGV[8] max history.
+// ARGV[7] TTL (ms); ARGV[8] max history; ARGV[9] the lease value the attempt
+// holds ("<token>|<attempt>"), or "" for an unfenced finish.
 // Returns what happened to the record:
 //
+//	stale       fenced, and the lease is no longer the caller's (it expired,
+//	            or another attempt holds it): nothing is written
 //	recorded    appended (the attempt was open, or unknown to the ledger)
 //	replaced    a late finish replaced the record of an attempt declared lost
 //	duplicate   a record of this attempt exists already; nothing appended
@@ -103,7 +161,13 @@ return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1)}
 //	            is already trimmed, so it stays counted
 //	ignored     uncounted, and the attempt was not open
 var finishScript = redis.NewScript(`
-local meta, list = KEYS[1], KEYS[2]
+local meta, list, lease = KEYS[1], KEYS[2], KEYS[3]
+if ARGV[9] ~= '' then
+  if redis.call('GET', lease) ~= ARGV[9] then
+    return 'stale'
+  end
+  redis.call('DEL', lease)
+end
 local n = tonumber(ARGV[1])
 local function find(prefix)
   local recs = redis.call('LRANGE', list, 0, -1)
@@ -180,7 +244,7 @@ return status
 
 // historyScript reads one step's ledger without changing it.
 //
-// KEYS[1] meta hash, KEYS[2] attempts list.
+// KEYS[1] meta hash, KEYS[2] attempts list (KEYS[3], the lease, unused).
 // No ARGV.
 // Returns {recorded, open, done (1 or 0), done request id or "", done_at
 // (unix ms, 0 if not done), PTTL of the meta hash in ms (-2 when absent),

@@ -37,9 +37,10 @@ type Metrics struct {
 	ledgerRTT       *prometheus.HistogramVec
 	ledgerErrors    *prometheus.CounterVec
 	settleRefused   *prometheus.CounterVec
+	staleSettles    *prometheus.CounterVec
 }
 
-var _ consumers.Observer = (*Metrics)(nil)
+var _ consumers.FenceObserver = (*Metrics)(nil)
 
 // New creates the collectors and registers them, with the process and Go
 // runtime collectors, on reg (nil: registered nowhere). Registering on a
@@ -88,6 +89,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "settle_refused_total",
 			Help: "Settles refused because the request already had a different terminal record (stale or racing replica), by the outcome refused.",
 		}, []string{"persona", "outcome"}),
+		staleSettles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stale_settles_refused_total",
+			Help: "Settles refused because this replica had lost the attempt's lease or its claim on the message (frozen, partitioned, Redis unreachable), by what was refused.",
+		}, []string{"persona", "op"}),
 	}
 	if reg == nil {
 		return m
@@ -102,6 +107,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	register(reg, &m.ledgerRTT)
 	register(reg, &m.ledgerErrors)
 	register(reg, &m.settleRefused)
+	register(reg, &m.staleSettles)
 	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	register(reg, new(collectors.NewGoCollector()))
 	return m
@@ -164,4 +170,9 @@ func (m *Metrics) LedgerCall(op string, took time.Duration, err error) {
 // SettleRefused implements consumers.Observer.
 func (m *Metrics) SettleRefused(persona string, outcome schemas.Outcome) {
 	m.settleRefused.WithLabelValues(persona, string(outcome)).Inc()
+}
+
+// StaleSettle implements consumers.FenceObserver.
+func (m *Metrics) StaleSettle(persona, op string) {
+	m.staleSettles.WithLabelValues(persona, op).Inc()
 }

@@ -1,0 +1,115 @@
+package consumers
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// claim is this replica's hold on one delivered message, as the server
+// sees it: the message stays ours while our heartbeats (InProgress) keep
+// resetting its AckWait clock. Once that clock may have run out the server
+// may have handed the message to another replica, and since ack, nak and
+// term are matched by stream sequence alone (DESIGN.md), any settle from us
+// could end *that* delivery: a lapsed claim settles nothing.
+type claim struct {
+	ackWait time.Duration
+	cancel  context.CancelCauseFunc
+
+	mu       sync.Mutex
+	beat     time.Time // when the server last heard of us: receipt or an InProgress sent
+	lost     bool
+	reported bool
+}
+
+func newClaim(ackWait time.Duration, received time.Time, cancel context.CancelCauseFunc) *claim {
+	return &claim{ackWait: ackWait, beat: received, cancel: cancel}
+}
+
+// fenceMargin is how much of a lease must be left for a settle to go out:
+// the send itself, scheduling and clock granularity fit in it.
+func fenceMargin(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// held reports whether the claim is live at now: not lost, and the last
+// heartbeat recent enough that the server has not redelivered.
+func (c *claim) held(now time.Time) bool {
+	if c == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heldLocked(now)
+}
+
+func (c *claim) heldLocked(now time.Time) bool {
+	if c.lost || c.ackWait <= 0 {
+		return !c.lost
+	}
+	return now.Sub(c.beat) < c.ackWait-fenceMargin(c.ackWait)
+}
+
+// beatDue reports whether a heartbeat should be sent at now; false and the
+// claim lost when it lapsed (a missed heartbeat cannot be made up: the
+// server may have redelivered already).
+func (c *claim) beatDue(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost {
+		return false
+	}
+	if !c.heldLocked(now) {
+		c.loseLocked(ErrLeaseLost)
+		return false
+	}
+	return true
+}
+
+// beaten records a heartbeat sent at t.
+func (c *claim) beaten(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lost && t.After(c.beat) {
+		c.beat = t
+	}
+}
+
+// lose fences the claim and cancels the message's work with cause.
+func (c *claim) lose(cause error) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseLocked(cause)
+}
+
+func (c *claim) loseLocked(cause error) {
+	if c.lost {
+		return
+	}
+	c.lost = true
+	if c.cancel != nil {
+		c.cancel(cause)
+	}
+}
+
+// isLost reports whether the claim was fenced.
+func (c *claim) isLost() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
+}
+
+// reportLapse returns true the first time it is called on a lost claim.
+func (c *claim) reportLapse() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lost || c.reported {
+		return false
+	}
+	c.reported = true
+	return true
+}

@@ -1,0 +1,91 @@
+package consumers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/consumers"
+)
+
+// transport provisions one persona's consumer and returns a subscriber on it.
+func transport(t *testing.T, persona string, fetchWait time.Duration) (*harness, *consumers.Subscriber) {
+	t.Helper()
+	h := newHarness(t, false)
+	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{
+		{Persona: persona, AckWait: 5 * time.Second, MaxAckPending: 16},
+	}))
+	sub, err := consumers.NewSubscriber(consumers.SubscriberConfig{
+		JetStream: h.js, Stream: h.topo.RequestsStream, Slots: 4, FetchMaxWait: fetchWait, DrainTimeout: time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() })
+	return h, sub
+}
+
+func receive(t *testing.T, ch <-chan *message.Message) *message.Message {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message")
+		return nil
+	}
+}
+
+// The watermill contract end to end: the subscriber hands out the UUID the
+// publisher sent, the same on a redelivery, and a message's context ends
+// once it is settled.
+func TestTransportKeepsTheUUIDAndEndsTheContextOnSettle(t *testing.T) {
+	t.Parallel()
+	h, sub := transport(t, "uuid", 200*time.Millisecond)
+	ch, err := sub.Subscribe(context.Background(), "uuid")
+	require.NoError(t, err)
+	pub := consumers.NewPublisher(h.js)
+	require.NoError(t, pub.Publish(h.topo.RequestSubject("uuid"), message.NewMessage("uuid-1", []byte(`{}`))))
+
+	first := receive(t, ch)
+	require.Equal(t, "uuid-1", first.UUID)
+	first.Nack()
+	require.Eventually(t, func() bool { return first.Context().Err() != nil }, 5*time.Second, 5*time.Millisecond,
+		"the context of a settled message ends")
+
+	again := receive(t, ch)
+	require.Equal(t, "uuid-1", again.UUID, "stable across redeliveries")
+	d, ok := consumers.DeliveryFrom(again.Context())
+	require.True(t, ok)
+	require.EqualValues(t, 2, d.Delivered)
+	again.Ack()
+	require.Eventually(t, func() bool { return again.Context().Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A publish the server dropped as a duplicate is reported, and the same
+// UUID on another topic (a forwarded message) is stored, not dropped.
+func TestPublisherReportsDuplicatesAndScopesIDsByTopic(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, false)
+	pub := consumers.NewPublisher(h.js)
+	one, other := h.topo.RequestSubject("dup-a"), h.topo.RequestSubject("dup-b")
+	require.NoError(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))))
+	require.ErrorIs(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))), consumers.ErrDuplicate)
+	require.NoError(t, pub.Publish(other, message.NewMessage("same", []byte(`1`))), "another topic is another message")
+	require.EqualValues(t, 2, h.requestsLeft())
+}
+
+// Close returns within one fetch wait plus the drain, however long the
+// subscriber has been idle-polling.
+func TestSubscriberCloseReturnsWithinOneFetchWait(t *testing.T) {
+	t.Parallel()
+	const wait = time.Second
+	_, sub := transport(t, "close", wait)
+	_, err := sub.Subscribe(context.Background(), "close")
+	require.NoError(t, err)
+	t0 := time.Now()
+	require.NoError(t, sub.Close())
+	require.Less(t, time.Since(t0), wait+500*time.Millisecond)
+}
