@@ -153,7 +153,7 @@ func TestRuntimeHeartbeatsKeepLongAttemptsFromRedelivery(t *testing.T) {
 	p := persona("slow", handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
 		c.add(req, "r1")
 		select {
-		case <-time.After(2 * time.Second): // four AckWaits
+		case <-time.After(1500 * time.Millisecond): // three AckWaits, under the 2s attempt timeout
 		case <-ctx.Done():
 			return handlers.Result{}, ctx.Err()
 		}
