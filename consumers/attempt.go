@@ -105,7 +105,7 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 		st.log.Warn().Uint64("delivered", st.delivery.Delivered).Int("attempt", begun.Attempt).
 			Msg("ledger lost this request's attempts; numbering from its JetStream delivery count")
 	}
-	st.lease = newAttemptLease(begun.Lease, st.persona.spec.AckWait, st.begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
+	st.lease = newAttemptLease(begun.Lease, leaseTTL(st.persona.spec.AckWait), st.begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
 	return begun, true
 }
 
@@ -119,7 +119,7 @@ func (r *Runtime) callBegin(ctx context.Context, st *attemptState, floor int) (l
 	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
 	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID,
-		ledger.WithLease(st.persona.spec.AckWait), ledger.WithFloor(floor))
+		ledger.WithLease(leaseTTL(st.persona.spec.AckWait)), ledger.WithFloor(floor))
 	r.obs.LedgerCall("begin", time.Since(t0), err)
 	r.health.ledgerResult(err)
 	return begun, err
@@ -215,6 +215,7 @@ func (r *Runtime) spent(st *attemptState) {
 // finish records the attempt, fenced by its lease: a stale holder's Finish
 // writes nothing and its delivery settles nothing.
 func (r *Runtime) finish(st *attemptState) {
+	st.lease.end()
 	defer r.leases.remove(st.lease)
 	opts := finishOptions(st)
 	t0 := time.Now()
@@ -234,6 +235,7 @@ func (r *Runtime) finish(st *attemptState) {
 
 // finishUncounted gives back attempt number n, claimed by Begin but not run.
 func (r *Runtime) finishUncounted(st *attemptState, n int) {
+	st.lease.end()
 	defer r.leases.remove(st.lease)
 	a := retry.Attempt{Number: n, Class: retry.ClassSnooze, At: r.now()}
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)

@@ -24,6 +24,26 @@ type attemptLease struct {
 	mu       sync.Mutex
 	deadline time.Time
 	lost     bool
+	// ending: the attempt is being finished; from here its Finish (fenced
+	// by the token in the ledger) decides, and a renewal refused because
+	// that Finish already released the lease is not a loss.
+	ending bool
+}
+
+// end marks the attempt as finishing: the keeper stops judging its lease.
+func (a *attemptLease) end() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.ending = true
+	a.mu.Unlock()
+}
+
+func (a *attemptLease) isEnding() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ending
 }
 
 func newAttemptLease(l ledger.Lease, ttl time.Duration, sent time.Time, log zerolog.Logger) *attemptLease {
@@ -122,7 +142,7 @@ func (k *leaseKeeper) byTTL(now time.Time) map[time.Duration][]*attemptLease {
 	defer k.mu.Unlock()
 	out := map[time.Duration][]*attemptLease{}
 	for a := range k.leases {
-		if a.isLost() {
+		if a.isLost() || a.isEnding() {
 			delete(k.leases, a)
 			continue
 		}
@@ -166,6 +186,9 @@ func (k *leaseKeeper) renew(ctx context.Context, ttl time.Duration, group []*att
 			group[i].renewed(sent)
 		case errors.Is(err, ledger.ErrLeaseLost):
 			k.remove(group[i])
+			if group[i].isEnding() {
+				continue // its Finish released the lease while this renewal was on the way
+			}
 			if group[i].lose() {
 				k.onLost(group[i], "ledger refused the renewal")
 			}
@@ -174,6 +197,13 @@ func (k *leaseKeeper) renew(ctx context.Context, ttl time.Duration, group []*att
 		// later renewal gets through.
 	}
 }
+
+// leaseTTL is the lease of an attempt on a consumer with ackWait: shorter
+// than AckWait, so the lease of a holder that died has run out when the
+// server redelivers its message (AckWait after its last heartbeat), and the
+// redelivery runs instead of finding a live lease and burning a delivery.
+// A live holder renews it every third of its length.
+func leaseTTL(ackWait time.Duration) time.Duration { return ackWait * 4 / 5 }
 
 // leaseInterval is how often leases of ttl are renewed.
 func leaseInterval(ttl time.Duration) time.Duration { return max(ttl/3, 10*time.Millisecond) }

@@ -295,12 +295,12 @@ func (r *Runtime) Ready() error {
 }
 
 // leaseInterval is how often the lease keeper renews: a third of the
-// shortest lease (AckWait) any persona uses.
+// shortest lease any persona uses.
 func (r *Runtime) leaseInterval() time.Duration {
 	shortest := time.Duration(0)
 	for _, p := range r.personas {
-		if shortest == 0 || p.spec.AckWait < shortest {
-			shortest = p.spec.AckWait
+		if ttl := leaseTTL(p.spec.AckWait); shortest == 0 || ttl < shortest {
+			shortest = ttl
 		}
 	}
 	return leaseInterval(shortest)
