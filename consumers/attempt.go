@@ -79,6 +79,12 @@ func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
 // than the ledger's data, JetStream's delivery count as the attempt floor.
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, bool) {
 	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
+	if err == nil && begun.Busy && r.waitOutLease(ctx, st, begun.BusyFor) {
+		// A lease about to run out is most likely a dead holder's, whose
+		// message the server has just redelivered: wait for it here rather
+		// than release the message and burn one of its deliveries.
+		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
+	}
 	if err == nil && begun.Fresh && st.delivery.Delivered > 1 && r.floor(st.delivery) == 0 {
 		// The ledger may have been wiped since the epoch was last read.
 		if r.refreshEpoch(ctx) == nil && r.floor(st.delivery) > 0 {
@@ -107,6 +113,22 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 	}
 	st.lease = newAttemptLease(begun.Lease, leaseTTL(st.persona.spec.AckWait), st.begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
 	return begun, true
+}
+
+// waitOutLease waits until a lease with left to run has ended, when that
+// is soon (within a tenth of the lease); false when it is not, or ctx ended.
+func (r *Runtime) waitOutLease(ctx context.Context, st *attemptState, left time.Duration) bool {
+	if left > leaseTTL(st.persona.spec.AckWait)/10 {
+		return false
+	}
+	t := time.NewTimer(left + busyMargin)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // busyMargin is added to the lease time left when a delivery finds its
