@@ -65,6 +65,7 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 		JetStream: js, Topology: cfg.Topology(), Personas: personas, Ledger: led, Logger: &log,
 		DrainTimeout: cfg.Runtime.DrainTimeout.Std(), FetchMaxWait: cfg.Runtime.FetchMaxWait.Std(),
 		UnknownPersonaGrace: cfg.Runtime.UnknownPersonaGrace.Std(),
+		NoAttemptEvents:     !*cfg.Runtime.AttemptEvents,
 		Observer:            mx.observer(),
 	})
 	if err != nil {

@@ -40,6 +40,10 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orDur(&f.Runtime.DrainTimeout, DefaultDrainTimeout)
 	orDur(&f.Runtime.FetchMaxWait, DefaultFetchMaxWait)
 	orDur(&f.Runtime.UnknownPersonaGrace, consumers.DefaultUnknownPersonaGrace)
+	if f.Runtime.AttemptEvents == nil {
+		on := true
+		f.Runtime.AttemptEvents = &on
+	}
 
 	d := &f.Defaults
 	orStr(&d.Policy, DefaultPolicy)

@@ -66,6 +66,7 @@
 //	PERSONAQ_RUNTIME_DRAIN_TIMEOUT              runtime.drain_timeout
 //	PERSONAQ_RUNTIME_FETCH_MAX_WAIT             runtime.fetch_max_wait
 //	PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE      runtime.unknown_persona_grace
+//	PERSONAQ_RUNTIME_ATTEMPT_EVENTS             runtime.attempt_events
 //	PERSONAQ_DEFAULTS_POLICY                    defaults.policy
 //	PERSONAQ_DEFAULTS_CONCURRENCY               defaults.concurrency
 //	PERSONAQ_DEFAULTS_MAX_REPLICAS              defaults.max_replicas

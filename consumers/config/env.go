@@ -71,6 +71,14 @@ var envTable = []envVar{
 	{"runtime.drain_timeout", duration(func(f *File) *Duration { return &f.Runtime.DrainTimeout })},
 	{"runtime.fetch_max_wait", duration(func(f *File) *Duration { return &f.Runtime.FetchMaxWait })},
 	{"runtime.unknown_persona_grace", duration(func(f *File) *Duration { return &f.Runtime.UnknownPersonaGrace })},
+	{"runtime.attempt_events", func(f *File, v string) error {
+		var b bool
+		if err := setBool(&b, v); err != nil {
+			return err
+		}
+		f.Runtime.AttemptEvents = &b
+		return nil
+	}},
 
 	{"defaults.policy", str(func(f *File) *string { return &f.Defaults.Policy })},
 	{"defaults.concurrency", integer(func(f *File) *int { return &f.Defaults.Concurrency })},

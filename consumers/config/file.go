@@ -166,6 +166,10 @@ type RuntimeConfig struct {
 	// UnknownPersonaGrace is how long a request for a persona no replica
 	// serves waits before it is quarantined as unknown_persona. Default: 5m.
 	UnknownPersonaGrace Duration `yaml:"unknown_persona_grace"`
+	// AttemptEvents publishes each attempt's start and failure for callers
+	// following a request. They cost throughput on a busy replica (see
+	// BENCHMARKS.md); terminal records are kept either way. Default: true.
+	AttemptEvents *bool `yaml:"attempt_events"`
 }
 
 // DefaultsConfig holds what personas inherit when they say nothing.

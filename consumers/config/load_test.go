@@ -44,7 +44,7 @@ func TestLoadDefaults(t *testing.T) {
 			OutputsBucket: "PERSONAQ_OUTPUTS", InlineOutputMax: 65536,
 			AttemptsStream: "PERSONAQ_ATTEMPTS", AttemptsPrefix: "personaq.attempts", AttemptsMaxAge: d("24h"),
 		},
-		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s"), UnknownPersonaGrace: d("5m")},
+		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s"), UnknownPersonaGrace: d("5m"), AttemptEvents: ptr(true)},
 		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m"),
 			MaxRetries: ptr(3)},
 		PersonaConfigs: map[string]*config.PersonaConfig{"echo": {
@@ -144,6 +144,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"PERSONAQ_RUNTIME_DRAIN_TIMEOUT", "45s", nil, func(f *config.File) any { return f.Runtime.DrainTimeout }, d("45s")},
 		{"PERSONAQ_RUNTIME_FETCH_MAX_WAIT", "250ms", nil, func(f *config.File) any { return f.Runtime.FetchMaxWait }, d("250ms")},
 		{"PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE", "1m", nil, func(f *config.File) any { return f.Runtime.UnknownPersonaGrace }, d("1m")},
+		{"PERSONAQ_RUNTIME_ATTEMPT_EVENTS", "false", nil, func(f *config.File) any { return *f.Runtime.AttemptEvents }, false},
 		{"PERSONAQ_DEFAULTS_POLICY", "llm", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Policy.Preset }, "llm"},
 		{"PERSONAQ_DEFAULTS_CONCURRENCY", "7", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Concurrency }, 7},
 		{"PERSONAQ_DEFAULTS_MAX_REPLICAS", "9", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].MaxReplicas }, 9},
