@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,12 @@ var browser struct {
 	once   sync.Once
 	ctx    context.Context
 	cancel context.CancelFunc
+	err    error // starting it failed
 }
+
+// browserStart bounds Chromium's start: a browser that never answers fails
+// the tests that need it instead of hanging the package until its timeout.
+const browserStart = time.Minute
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -56,8 +62,17 @@ func newTab(t *testing.T) context.Context {
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		ctx, cancel := chromedp.NewContext(alloc)
 		browser.ctx, browser.cancel = ctx, func() { cancel(); cancelAlloc() }
+		// Started once, here, by one goroutine: the first Run on a context
+		// allocates the browser, and parallel first Runs must not race it.
+		started := make(chan error, 1)
+		go func() { started <- chromedp.Do(ctx) }()
+		select {
+		case browser.err = <-started:
+		case <-time.After(browserStart):
+			browser.err = fmt.Errorf("chromium %s did not start within %s", path, browserStart)
+		}
 	})
-	require.NoError(t, chromedp.Do(browser.ctx), "start chromium")
+	require.NoError(t, browser.err, "start chromium")
 	tab, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
 	tab, cancelTimeout := context.WithTimeout(tab, 2*time.Minute)
 	t.Cleanup(func() { cancelTimeout(); cancel() })
