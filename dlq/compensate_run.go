@@ -25,7 +25,17 @@ func (s *Sweeper) intake(ctx context.Context, kv jetstream.KeyValue, rep *Report
 		return fmt.Errorf("compensation consumer %s: %w", s.topo.Durable, err)
 	}
 	for ctx.Err() == nil {
-		batch, err := cons.FetchNoWait(64)
+		// A no-wait pull can come back empty for a message the stream has
+		// just stored (the consumer learns of it asynchronously): ask how
+		// many are pending and wait for those.
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("compensation consumer %s: %w", s.topo.Durable, err)
+		}
+		if info.NumPending == 0 {
+			return nil
+		}
+		batch, err := cons.Fetch(int(min(info.NumPending, 64)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return fmt.Errorf("fetch compensations: %w", err)
 		}
