@@ -121,7 +121,9 @@ func (e *faultEnv) replicas(prefix string, n, concurrency int) []*replicaProc {
 	out := make([]*replicaProc, n)
 	var wg sync.WaitGroup
 	for i := range out {
-		wg.Go(func() { out[i] = startReplicaProc(e.t, fmt.Sprintf("%s-%d", prefix, i+1), e.dir, e.config(concurrency)) })
+		wg.Go(func() {
+			out[i] = startReplicaProc(e.t, fmt.Sprintf("%s-%d", prefix, i+1), e.dir, e.config(concurrency))
+		})
 	}
 	wg.Wait()
 	return out
