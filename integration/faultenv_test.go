@@ -119,13 +119,12 @@ func (e *faultEnv) config(concurrency int) string {
 func (e *faultEnv) replicas(prefix string, n, concurrency int) []*replicaProc {
 	e.t.Helper()
 	out := make([]*replicaProc, n)
-	var wg sync.WaitGroup
 	for i := range out {
-		wg.Go(func() {
-			out[i] = startReplicaProc(e.t, fmt.Sprintf("%s-%d", prefix, i+1), e.dir, e.config(concurrency))
-		})
+		out[i] = startReplicaProc(e.t, fmt.Sprintf("%s-%d", prefix, i+1), e.dir, e.config(concurrency))
 	}
-	wg.Wait()
+	for _, r := range out {
+		r.waitReady(e.t)
+	}
 	return out
 }
 

@@ -57,3 +57,50 @@ func TestFaultFrozenReplica(t *testing.T) {
 		frozenFor.Round(100*time.Millisecond), faultAckWait, len(frozen), countLines(a.log, "attempt abandoned: its lease was lost"))
 	e.record(res)
 }
+
+// The same request published twice under different Nats-Msg-Ids (what a
+// watermill Publisher does) while its first delivery runs: the second
+// delivery finds the live lease and waits; the request runs once.
+func TestFaultSameRequestTwoMessageIDs(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 1)
+	e.replicas("twice", 2, 4)
+	reqs := e.requests("twice", 6, "ok", "failonce")
+	e.publish(reqs...)
+	waitUntil(t, "every request running", 30*time.Second, func() bool { return e.started(reqs) })
+	for _, r := range reqs {
+		e.publishMsg(r, r.RequestID+"-again")
+	}
+	res := e.check(reqs, 2*time.Minute)
+	runs := e.runs()
+	needs := map[string]int{"ok": 1, "failonce": 2}
+	for _, r := range reqs {
+		require.Len(t, runs[r.RequestID], needs[r.Persona], "%s (%s) ran once per attempt it needed", r.RequestID, r.Persona)
+	}
+	e.note("%d requests each published again under a second message id while running; each ran once per attempt it needed", len(reqs))
+	e.record(res)
+}
+
+// A replica is SIGKILLed while its agents run: no agent is left (they get
+// the parent-death signal); the other replica reruns their requests once
+// their leases expire.
+func TestFaultKillReplicaWithAgents(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 1)
+	reps := e.replicas("killed", 2, 4)
+	a := reps[0]
+	reqs := e.requests("killed", 6, "ok", "failonce")
+	e.publish(reqs...)
+	waitUntil(t, "killed-1 running 4 agents", 30*time.Second, func() bool { return len(a.agents()) >= 4 })
+	agents := a.agents()
+	killedAt := time.Now()
+	a.kill()
+	waitUntil(t, "no agent of the killed replica left", 5*time.Second, func() bool {
+		return !slices.ContainsFunc(agents, running)
+	})
+	gone := time.Now()
+	e.clipped(agents, gone)
+	res := e.check(reqs, 2*time.Minute)
+	e.note("SIGKILL with %d agents running: no agent left %s after the kill", len(agents), gone.Sub(killedAt).Round(time.Millisecond))
+	e.record(res)
+}

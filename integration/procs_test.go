@@ -219,6 +219,8 @@ type replicaProc struct {
 	readyURL string
 }
 
+// startReplicaProc starts `personaq serve` with config; waitReady waits
+// until it serves.
 func startReplicaProc(t *testing.T, name, dir, config string) *replicaProc {
 	t.Helper()
 	bin, _ := binaries(t)
@@ -239,7 +241,13 @@ func startReplicaProc(t *testing.T, name, dir, config string) *replicaProc {
 			t.Logf("---- %s (last 30 lines of %s) ----\n%s", name, r.log, r.tail(30))
 		}
 	})
-	waitUntil(t, name+" ready", 30*time.Second, func() bool {
+	return r
+}
+
+// waitReady waits until the replica's /readyz says 200.
+func (r *replicaProc) waitReady(t *testing.T) {
+	t.Helper()
+	waitUntil(t, r.name+" ready", 30*time.Second, func() bool {
 		resp, err := http.Get(r.readyURL)
 		if err != nil {
 			return false
@@ -247,7 +255,6 @@ func startReplicaProc(t *testing.T, name, dir, config string) *replicaProc {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return r
 }
 
 // agents returns the pids of the replica's running agents (its children:
