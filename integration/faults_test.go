@@ -104,3 +104,57 @@ func TestFaultKillReplicaWithAgents(t *testing.T) {
 	e.note("SIGKILL with %d agents running: no agent left %s after the kill", len(agents), gone.Sub(killedAt).Round(time.Millisecond))
 	e.record(res)
 }
+
+// NATS is SIGKILLed mid-run, with attempts running and retries waiting,
+// and started again on its store: settles the replicas buffered while it
+// was down must not start extra attempts beside live ones.
+func TestFaultNATSKill9(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 1)
+	e.replicas("natskill", 2, 4)
+	reqs := e.requests("natskill", 6, "ok", "failonce", "max2")
+	e.publish(reqs...)
+	waitUntil(t, "a quarter settled", 60*time.Second, func() bool {
+		return e.obs.poll(e.ctx) == nil && e.settledCount(reqs) >= len(reqs)/4
+	})
+	settled := e.settledCount(reqs)
+	e.nats[0].kill()
+	down := time.Now()
+	e.nats[0].restart(t)
+	res := e.check(reqs, 2*time.Minute)
+	e.note("nats-server SIGKILLed with %d of %d settled, listening again %s later on its store", settled, len(reqs),
+		time.Since(down).Round(100*time.Millisecond))
+	e.record(res)
+}
+
+// Redis loses everything twice mid-run: FLUSHALL, then a restart without
+// persistence. JetStream's delivery count and the terminal record are the
+// floors: no request runs more often than its maximum attempts, and no
+// request that succeeded runs again.
+func TestFaultRedisWiped(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 1)
+	e.replicas("wiped", 2, 4)
+	reqs := e.requests("wiped", 6, "ok", "failonce", "failall")
+	e.publish(reqs...)
+	waitUntil(t, "a third settled", 60*time.Second, func() bool {
+		return e.obs.poll(e.ctx) == nil && e.settledCount(reqs) >= len(reqs)/3
+	})
+	flushed := e.settledCount(reqs)
+	require.NoError(t, e.rdb.FlushAll(e.ctx).Err())
+	waitUntil(t, "two thirds settled", 60*time.Second, func() bool {
+		return e.obs.poll(e.ctx) == nil && e.settledCount(reqs) >= 2*len(reqs)/3
+	})
+	restarted := e.settledCount(reqs)
+	e.redis.Restart(t)
+	res := e.check(reqs, 2*time.Minute)
+	for id, rs := range e.runs() {
+		for i, r := range rs {
+			if r.status == "0" && i < len(rs)-1 {
+				t.Errorf("%s: attempt %d succeeded (pid %d) and the request ran again", id, r.attempt, r.pid)
+			}
+		}
+	}
+	e.note("FLUSHALL with %d of %d settled, redis-server restarted empty with %d settled", flushed, len(reqs), restarted)
+	e.record(res)
+}
