@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -32,12 +33,14 @@ const faultAckWait = 2 * time.Second
 var faultPersonas = map[string]struct {
 	mode        string
 	maxAttempts int
+	retryAfter  string
 }{
-	"ok":       {"ok", 3},
-	"failonce": {"failonce", 3},
-	"termonce": {"termonce", 3},
-	"max2":     {"failonce", 2},
-	"failall":  {"failall", 3},
+	"ok":        {"ok", 3, "200ms"},
+	"failonce":  {"failonce", 3, "200ms"},
+	"termonce":  {"termonce", 3, "200ms"},
+	"max2":      {"failonce", 2, "200ms"},
+	"failall":   {"failall", 3, "200ms"},
+	"retrylate": {"failonce", 3, "3s"},
 }
 
 // faultEnv is one fault scenario: nats-server process(es), a redis-server,
@@ -83,6 +86,12 @@ func newFaultEnv(t *testing.T, nodes int) *faultEnv {
 	t.Cleanup(e.nc.Close)
 	e.js, err = jetstream.New(e.nc)
 	require.NoError(t, err)
+	waitUntil(t, "JetStream ready", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(e.ctx, time.Second)
+		defer cancel()
+		_, err := e.js.AccountInfo(ctx)
+		return err == nil
+	})
 	e.obs = newObserver(e.js)
 	return e
 }
@@ -109,8 +118,8 @@ func (e *faultEnv) config(concurrency int) string {
       kill_grace: 100ms
     timeout: 10s
     ack_wait: %s
-    policy: {preset: persona, max_attempts: %d, schedule: {type: fixed, every: 200ms}}
-`, name, e.script, p.mode, e.runlog, faultAckWait, p.maxAttempts)
+    policy: {preset: persona, max_attempts: %d, schedule: {type: fixed, every: %s}}
+`, name, e.script, p.mode, e.runlog, faultAckWait, p.maxAttempts, p.retryAfter)
 	}
 	return b.String()
 }
@@ -121,6 +130,11 @@ func (e *faultEnv) replicas(prefix string, n, concurrency int) []*replicaProc {
 	out := make([]*replicaProc, n)
 	for i := range out {
 		out[i] = startReplicaProc(e.t, fmt.Sprintf("%s-%d", prefix, i+1), e.dir, e.config(concurrency))
+		if len(e.nats) > 1 {
+			// On a fresh cluster, replicas provisioning the same R3 stream at
+			// once can both time out (and exit): start them one by one.
+			out[i].waitReady(e.t)
+		}
 	}
 	for _, r := range out {
 		r.waitReady(e.t)
@@ -437,4 +451,28 @@ func (e *faultEnv) keepLogs() {
 		}
 	}
 	e.t.Logf("logs: %s", dir)
+}
+
+// streamLeader names the server leading stream ("" while none does).
+func (e *faultEnv) streamLeader(stream string) string {
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
+}
+
+// provision creates the streams (R = the number of nodes) before any
+// replica starts, as `personaq streams init` does.
+func (e *faultEnv) provision() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	require.NoError(e.t, consumers.Provision(ctx, e.js, consumers.Topology{Replicas: len(e.nats)}, nil))
 }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"slices"
 	"syscall"
 	"testing"
@@ -156,5 +157,46 @@ func TestFaultRedisWiped(t *testing.T) {
 		}
 	}
 	e.note("FLUSHALL with %d of %d settled, redis-server restarted empty with %d settled", flushed, len(reqs), restarted)
+	e.record(res)
+}
+
+// On a 3-node cluster (streams R3) the node leading the requests stream is
+// SIGKILLed while requests wait for their retry (3 s after a failed first
+// attempt), and started again: the retries run once, on time or after a
+// failover, never beside each other.
+func TestFaultClusterNodeKilledMidRetry(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 3)
+	e.provision()
+	e.replicas("cluster", 2, 4)
+	reqs := e.requests("cluster", 8, "retrylate", "ok")
+	e.publish(reqs...)
+	waitUntil(t, "half the retrying requests failed their first attempt", 60*time.Second, func() bool {
+		failed := 0
+		for _, rs := range e.runs() {
+			if len(rs) == 1 && rs[0].status == "75" {
+				failed++
+			}
+		}
+		return failed >= 4
+	})
+	leader := e.streamLeader(topo.RequestsStream)
+	var victim *natsProc
+	for i, n := range e.nats {
+		if leader == fmt.Sprintf("n%d", i+1) {
+			victim = n
+		}
+	}
+	require.NotNil(t, victim, "requests stream leader %q", leader)
+	victim.kill()
+	killedAt := time.Now()
+	waitUntil(t, "a new requests stream leader", 30*time.Second, func() bool {
+		l := e.streamLeader(topo.RequestsStream)
+		return l != "" && l != leader
+	})
+	failover := time.Since(killedAt)
+	victim.restart(t)
+	res := e.check(reqs, 2*time.Minute)
+	e.note("requests stream leader %s SIGKILLed mid-retry, new leader after %s, restarted", leader, failover.Round(100*time.Millisecond))
 	e.record(res)
 }
