@@ -79,6 +79,9 @@ func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
 // than the ledger's data, JetStream's delivery count as the attempt floor.
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, bool) {
 	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
+	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
+		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
+	}
 	if err == nil && begun.Fresh && st.delivery.Delivered > 1 && r.floor(st.delivery) == 0 {
 		// The ledger may have been wiped since the epoch was last read.
 		if r.refreshEpoch(ctx) == nil && r.floor(st.delivery) > 0 {
@@ -107,6 +110,32 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 	}
 	st.lease = newAttemptLease(begun.Lease, st.persona.spec.AckWait, st.begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
 	return begun, true
+}
+
+// outwaitMax is the longest a redelivery waits, holding its message, for
+// the lease of an attempt whose worker stopped renewing it to run out.
+const outwaitMax = time.Second
+
+// outwait waits out a lease about to expire that a redelivery found: the
+// server redelivers a message AckWait after its last heartbeat, and the
+// dead worker's last lease renewal may have come a little later, so the
+// redelivery finds a lease with a few milliseconds left. Releasing it would
+// spend a delivery (MaxDeliver counts them all) without running an attempt;
+// waiting a moment keeps it. It reports whether it waited (then Begin is
+// asked again: a live holder will have renewed its lease).
+func (r *Runtime) outwait(ctx context.Context, st *attemptState, left time.Duration) bool {
+	if st.delivery.Delivered < 2 || left > outwaitMax {
+		return false
+	}
+	t := time.NewTimer(left + busyMargin)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		st.log.Info().Dur("waited", left+busyMargin).Msg("a lease about to expire held this request; waited it out")
+		return true
+	}
 }
 
 // busyMargin is added to the lease time left when a delivery finds its
