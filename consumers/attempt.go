@@ -79,10 +79,7 @@ func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
 // than the ledger's data, JetStream's delivery count as the attempt floor.
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, bool) {
 	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
-	if err == nil && begun.Busy && r.waitOutLease(ctx, st, begun.BusyFor) {
-		// A lease about to run out is most likely a dead holder's, whose
-		// message the server has just redelivered: wait for it here rather
-		// than release the message and burn one of its deliveries.
+	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
 		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
 	}
 	if err == nil && begun.Fresh && st.delivery.Delivered > 1 && r.floor(st.delivery) == 0 {
@@ -115,19 +112,29 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 	return begun, true
 }
 
-// waitOutLease waits until a lease with left to run has ended, when that
-// is soon (within a tenth of the lease); false when it is not, or ctx ended.
-func (r *Runtime) waitOutLease(ctx context.Context, st *attemptState, left time.Duration) bool {
-	if left > leaseTTL(st.persona.spec.AckWait)/10 {
+// outwaitMax is the longest a redelivery waits, holding its message, for
+// the lease of an attempt whose worker stopped renewing it to run out.
+const outwaitMax = time.Second
+
+// outwait waits out a lease about to expire that a redelivery found: the
+// server redelivers a message AckWait after its last heartbeat, and the
+// dead worker's last lease renewal may have come a little later, so the
+// redelivery finds a lease with a few milliseconds left. Releasing it would
+// spend a delivery (MaxDeliver counts them all) without running an attempt;
+// waiting a moment keeps it. It reports whether it waited (then Begin is
+// asked again: a live holder will have renewed its lease).
+func (r *Runtime) outwait(ctx context.Context, st *attemptState, left time.Duration) bool {
+	if st.delivery.Delivered < 2 || left > outwaitMax {
 		return false
 	}
 	t := time.NewTimer(left + busyMargin)
 	defer t.Stop()
 	select {
-	case <-t.C:
-		return true
 	case <-ctx.Done():
 		return false
+	case <-t.C:
+		st.log.Info().Dur("waited", left+busyMargin).Msg("a lease about to expire held this request; waited it out")
+		return true
 	}
 }
 

@@ -69,6 +69,13 @@ func (h *harness) start(personas ...consumers.Persona) *replica {
 // startMod is start with a chance to change the replica's Config.
 func (h *harness) startMod(mod func(*consumers.Config), personas ...consumers.Persona) *replica {
 	h.t.Helper()
+	return h.startArmed(mod, nil, personas...)
+}
+
+// startArmed is startMod with a chance to arm the runtime's test hooks
+// before it runs.
+func (h *harness) startArmed(mod func(*consumers.Config), arm func(*consumers.Runtime), personas ...consumers.Persona) *replica {
+	h.t.Helper()
 	var w io.Writer = zerolog.NewTestWriter(h.t)
 	if h.logTo != nil {
 		w = h.logTo
@@ -83,6 +90,9 @@ func (h *harness) startMod(mod func(*consumers.Config), personas ...consumers.Pe
 	}
 	rt, err := consumers.New(cfg)
 	require.NoError(h.t, err)
+	if arm != nil {
+		arm(rt)
+	}
 	require.NoError(h.t, rt.Provision(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{rt: rt, cancel: cancel, done: make(chan error, 1)}

@@ -95,6 +95,18 @@ type Runtime struct {
 	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
 	// replica stopped by SIGSTOP or a long pause looks like to the others.
 	frozen atomic.Bool
+	// crashAt, a test hook, is the quarantine step (quarantineStep) at which
+	// the next delivery reaching it is abandoned unsettled; 0: none.
+	crashAt atomic.Int32
+}
+
+// newWriter builds the quarantine writer for the runtime's topology.
+func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
+	opts := append([]dlq.WriterOption{
+		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
+		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log),
+	}, extra...)
+	return dlq.NewWriter(r.js, r.topo.QuarantineSubject, opts...)
 }
 
 type personaRuntime struct {
@@ -128,9 +140,7 @@ func New(cfg Config) (*Runtime, error) {
 	if r.obs == nil {
 		r.obs = nopObserver{}
 	}
-	r.dlq = dlq.NewWriter(r.js, r.topo.QuarantineSubject,
-		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
-		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log))
+	r.dlq = r.newWriter()
 	r.outcomes = newOutcomeStore(r.js, r.topo)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {

@@ -3,6 +3,7 @@ package consumers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -112,8 +113,15 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 		return
 	}
 	rec, seq, fresh, err := r.storeRecord(ctx, msg, st)
+	if errors.Is(err, errSimulatedCrash) {
+		ReleaseFenced(msg) // test hook: the record is published, its index entry is not
+		return
+	}
 	if err != nil {
 		NackWithDelay(msg, faultDelay)
+		return
+	}
+	if r.crashed(msg, st, stepRecordIndexed) {
 		return
 	}
 	if r.stale(st, "terminal record") {
@@ -127,7 +135,52 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 	if fresh && st.final.QuarantineSeq != seq {
 		r.withdrawRecord(ctx, st, seq)
 	}
+	if r.crashed(msg, st, stepConcluded) {
+		return
+	}
 	r.settleFinal(msg, st)
+}
+
+// quarantineStep names a step of the quarantine path after which a crash
+// leaves the request half-ended: a test hook (CrashQuarantineAt in
+// export_test.go) abandons a delivery there, unsettled, as a SIGKILL would.
+// Whichever step it is, the redelivery must not run the handler again nor
+// store a second record, and the request ends with one terminal record.
+type quarantineStep int32
+
+const (
+	stepNone quarantineStep = iota
+	// stepRecordPublished: the record is on the quarantine stream; the
+	// index holds only the writer's reservation.
+	stepRecordPublished
+	// stepRecordIndexed: the index names the record; no terminal record.
+	stepRecordIndexed
+	// stepConcluded: the terminal record is stored; the message not termed.
+	stepConcluded
+)
+
+// errSimulatedCrash is what the quarantine writer's test hook returns at
+// stepRecordPublished.
+var errSimulatedCrash = errors.New("simulated crash after publishing the quarantine record (test hook)")
+
+// crashed reports whether the test hook abandons this delivery at step
+// (once per arming), releasing it unsettled.
+func (r *Runtime) crashed(msg *message.Message, st *attemptState, step quarantineStep) bool {
+	if !r.crashAt.CompareAndSwap(int32(step), int32(stepNone)) {
+		return false
+	}
+	st.log.Warn().Int("step", int(step)).Msg("test hook: simulated crash in the quarantine path; delivery abandoned unsettled")
+	ReleaseFenced(msg)
+	return true
+}
+
+// crashAfterPublish is the quarantine writer's test hook for
+// stepRecordPublished.
+func (r *Runtime) crashAfterPublish() error {
+	if r.crashAt.CompareAndSwap(int32(stepRecordPublished), int32(stepNone)) {
+		return errSimulatedCrash
+	}
+	return nil
 }
 
 // settleFinal settles the message the way the standing record says, if

@@ -17,6 +17,10 @@ import (
 // saga stays RUNNING, nothing is claimed.
 var errInterrupted = errors.New("sweep interrupted")
 
+// intakeSettle is how long intake waits for messages once a no-wait pull
+// found none.
+const intakeSettle = 200 * time.Millisecond
+
 // intake turns every pending compensation message into saga state, then
 // acks it. Invalid messages are quarantined as invalid_message.
 func (s *Sweeper) intake(ctx context.Context, kv jetstream.KeyValue, rep *Report) error {
@@ -24,8 +28,16 @@ func (s *Sweeper) intake(ctx context.Context, kv jetstream.KeyValue, rep *Report
 	if err != nil {
 		return fmt.Errorf("compensation consumer %s: %w", s.topo.Durable, err)
 	}
-	for ctx.Err() == nil {
-		batch, err := cons.FetchNoWait(64)
+	for wait := false; ctx.Err() == nil; {
+		var batch jetstream.MessageBatch
+		if wait {
+			// A no-wait pull can come back empty for a message the stream
+			// stored a moment ago (the consumer learns of it, and counts it
+			// pending, asynchronously): before giving up, wait briefly.
+			batch, err = cons.Fetch(64, jetstream.FetchMaxWait(intakeSettle))
+		} else {
+			batch, err = cons.FetchNoWait(64)
+		}
 		if err != nil {
 			return fmt.Errorf("fetch compensations: %w", err)
 		}
@@ -34,9 +46,10 @@ func (s *Sweeper) intake(ctx context.Context, kv jetstream.KeyValue, rep *Report
 			n++
 			s.accept(ctx, kv, m, rep)
 		}
-		if n == 0 {
+		if n == 0 && wait {
 			return nil
 		}
+		wait = n == 0
 	}
 	return ctx.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,9 @@ type Writer struct {
 	log       zerolog.Logger
 	now       func() time.Time
 	maxRecord int // tests: a smaller inline limit than the server's
+	// published, a test hook (WithPublishedHook), runs between publishing
+	// a record and noting it in the index.
+	published func() error
 }
 
 // WriterOption configures a Writer.
@@ -110,6 +114,15 @@ func WithDuplicateWindow(d time.Duration) WriterOption {
 	}
 }
 
+// WithPublishedHook calls fn after Put published a record and before the
+// index notes its sequence; an error from fn ends Put there, wrapped in
+// ErrWrite, with the index holding only the writer's reservation. It is a
+// test hook: what a writer killed between the two steps leaves behind
+// (Stored must still find the record). Default: none.
+func WithPublishedHook(fn func() error) WriterOption {
+	return func(w *Writer) { w.published = fn }
+}
+
 // WithWriterLogger logs duplicates skipped and index trouble. Default: none.
 func WithWriterLogger(l *zerolog.Logger) WriterOption {
 	return func(w *Writer) {
@@ -163,7 +176,7 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	// refused or slow KV call cannot use up the write's (and fall back to
 	// Nats-Msg-Id dedup instead).
 	ictx, cancel := context.WithTimeout(ctx, indexTimeout)
-	seq, ok, msgID := w.seen(ictx, rec.ID, fp, subject)
+	seq, ok, msgID := w.seen(ictx, rec.ID, fp)
 	cancel()
 	if ok {
 		w.log.Info().Str("record_id", rec.ID).Uint64("quarantine_seq", seq).Msg("quarantine record already stored (index); duplicate skipped")
@@ -185,6 +198,11 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
+	if w.published != nil {
+		if err := w.published(); err != nil {
+			return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
+		}
+	}
 	ictx, cancel = context.WithTimeout(ctx, indexTimeout)
 	defer cancel()
 	w.remember(ictx, rec.ID, indexEntry{Seq: ack.Sequence, FP: fp, At: w.now().UTC()})
@@ -193,14 +211,15 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 
 // seen consults the index: a stored entry for the same message is a
 // duplicate. A reservation older than the duplicate window means a writer
-// may have published and died before recording it: the quarantine subject
-// is searched for the id from the reservation time on. Otherwise a fresh
+// may have published and died before recording it: the quarantine stream
+// is searched for the id from the reservation time on (under any reason:
+// the record is one per message). Otherwise a fresh
 // reservation is left for the next writer to find. It returns the
 // Nats-Msg-Id to publish with: the record id, or — when the id was used
 // for another message before (a requests stream recreated, its sequences
 // starting over) — the id suffixed with the fingerprint, so JetStream does
 // not take the new record for the old one.
-func (w *Writer) seen(ctx context.Context, id, fp, subject string) (uint64, bool, string) {
+func (w *Writer) seen(ctx context.Context, id, fp string) (uint64, bool, string) {
 	if w.idx == nil {
 		return 0, false, id
 	}
@@ -214,7 +233,7 @@ func (w *Writer) seen(ctx context.Context, id, fp, subject string) (uint64, bool
 	case e != nil && e.FP == fp && e.Seq > 0:
 		return e.Seq, true, id
 	case e != nil && e.FP == fp && w.now().Sub(e.At) > w.dupWindow:
-		if seq, ok := w.find(ctx, id, subject, e.At); ok {
+		if seq, ok := w.find(ctx, id, w.everyRecord(), e.At); ok {
 			w.remember(ctx, id, indexEntry{Seq: seq, FP: fp, At: w.now().UTC()})
 			return seq, true, id
 		}
@@ -226,17 +245,20 @@ func (w *Writer) seen(ctx context.Context, id, fp, subject string) (uint64, bool
 	return 0, false, msgID
 }
 
-// find looks for the record published with Nats-Msg-Id id on subject since
-// (about) at, reading headers only.
-func (w *Writer) find(ctx context.Context, id, subject string, at time.Time) (uint64, bool) {
-	stream, err := w.js.StreamNameBySubject(ctx, subject)
+// find looks for the record published with Nats-Msg-Id id (or, for an id
+// used before for another message, id suffixed with a fingerprint) on the
+// quarantine subjects matching filter since (about) at, reading headers
+// only.
+func (w *Writer) find(ctx context.Context, id, filter string, at time.Time) (uint64, bool) {
+	stream, err := w.js.StreamNameBySubject(ctx, filter)
 	if err != nil {
+		w.log.Warn().Err(err).Str("record_id", id).Msg("quarantine index: no stream for an unconfirmed record's subject")
 		return 0, false
 	}
 	var found uint64
-	err = scan(ctx, w.js, scanOpts{stream: stream, subjects: []string{subject}, since: at.Add(-time.Second), headersOnly: true},
+	err = scan(ctx, w.js, scanOpts{stream: stream, subjects: []string{filter}, since: at.Add(-time.Second), headersOnly: true},
 		func(m jetstream.Msg) (bool, error) {
-			if m.Headers().Get(jetstream.MsgIDHeader) == id {
+			if got := m.Headers().Get(jetstream.MsgIDHeader); got == id || strings.HasPrefix(got, id+".") {
 				found, _ = msgSeq(m)
 				return false, nil
 			}
@@ -247,6 +269,9 @@ func (w *Writer) find(ctx context.Context, id, subject string, at time.Time) (ui
 	}
 	return found, found > 0
 }
+
+// everyRecord is the filter matching every quarantine record's subject.
+func (w *Writer) everyRecord() string { return w.subject("*", "*") }
 
 func (w *Writer) remember(ctx context.Context, id string, e indexEntry) {
 	if w.idx == nil {

@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -131,4 +132,69 @@ func TestWriterRecordIDReusedForAnotherMessage(t *testing.T) {
 	require.False(t, dup)
 	require.NotEqual(t, s1, s2)
 	require.EqualValues(t, 2, b.quarantined())
+}
+
+// A writer killed between publishing a record and noting it in the index
+// leaves only its reservation there. Stored still finds the record on the
+// stream — within the duplicate window and past it — and repairs the
+// index; a second Put of the same id, even under another reason, stores no
+// second record.
+func TestStoredFindsRecordWhoseWriterDiedBeforeIndexing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		window      time.Duration
+		pastWindow  bool
+		againReason schemas.Reason
+	}{
+		{"WithinDuplicateWindow", 0, false, schemas.ReasonTerminal},
+		{"PastDuplicateWindow", 200 * time.Millisecond, true, schemas.ReasonTerminal},
+		{"PastDuplicateWindowOtherReason", 200 * time.Millisecond, true, schemas.ReasonExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBundle(t, consumers.Topology{DuplicateWindow: tc.window})
+			died := errors.New("killed after publishing")
+			dying := dlq.NewWriter(b.js, b.topo.QuarantineSubject, dlq.WithDuplicateWindow(b.topo.DuplicateWindow),
+				dlq.WithPublishedHook(func() error { return died }))
+			rec := record(t, schemas.ReasonTerminal, "tester", "t1", 5)
+			_, _, err := dying.Put(ctx(t), rec)
+			require.ErrorIs(t, err, died)
+			require.ErrorIs(t, err, dlq.ErrWrite)
+			require.EqualValues(t, 1, b.quarantined(), "the record was published")
+			if tc.pastWindow {
+				b.waitDuplicateWindow()
+			}
+
+			got, seq, err := b.w.Stored(ctx(t), rec.ID)
+			require.NoError(t, err)
+			require.NotNil(t, got, "the record is found without its index entry")
+			require.Equal(t, rec.ID, got.ID)
+			require.Equal(t, rec.RequestID, got.RequestID)
+
+			again := *rec
+			again.Reason = tc.againReason
+			seq2, dup, err := b.w.Put(ctx(t), &again)
+			require.NoError(t, err)
+			require.True(t, dup)
+			require.Equal(t, seq, seq2)
+			require.EqualValues(t, 1, b.quarantined(), "one record")
+		})
+	}
+}
+
+// A reservation whose writer died before publishing is not a record.
+func TestStoredIgnoresReservationWithoutRecord(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	rec := record(t, schemas.ReasonTerminal, "tester", "t1", 6)
+	// Reserve through a Put the server refuses (the subject matches no
+	// stream), as a writer that died before its publish landed.
+	lost := dlq.NewWriter(b.js, func(string, string) string { return "nowhere.x" })
+	_, _, err := lost.Put(ctx(t), rec)
+	require.Error(t, err)
+	got, _, err := b.w.Stored(ctx(t), rec.ID)
+	require.NoError(t, err)
+	require.Nil(t, got)
+	require.EqualValues(t, 0, b.quarantined())
 }

@@ -65,6 +65,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	printResults()
+	printFaultResults()
 	os.Exit(code)
 }
 
