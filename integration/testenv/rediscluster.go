@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -136,25 +137,48 @@ func (c *RedisCluster) WaitHealthy(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
 	defer cancel()
-	var want string
-	err := c.waitFor(ctx, "cluster ok on every node", func(ctx context.Context, n *Redis) (bool, error) {
-		info, err := c.admin(n).ClusterInfo(ctx).Result()
-		if err != nil || !strings.Contains(info, "cluster_state:ok") {
-			return false, err
+	err := waitUntil(ctx, "cluster ok on every node, with one slot map", func() (bool, error) {
+		want := ""
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			m, err := c.nodeHealthy(ctx, n)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", n.Addr, err)
+			}
+			if want == "" {
+				want = m
+			}
+			if m != want {
+				return false, fmt.Errorf("%s: slot map %s differs from %s", n.Addr, m, want)
+			}
 		}
-		repl, err := c.admin(n).Info(ctx, "replication").Result()
-		if err != nil || strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
-			return false, err
-		}
-		m, err := c.slotMap(ctx, n)
-		if want == "" {
-			want = m
-		}
-		return err == nil && m == want, err
+		return true, nil
 	})
 	if err != nil {
 		tb.Fatalf("testenv: redis cluster: %v", err)
 	}
+}
+
+// nodeHealthy returns n's slot map when n reports the cluster ok and, as a
+// replica, its link to its master up.
+func (c *RedisCluster) nodeHealthy(ctx context.Context, n *Redis) (string, error) {
+	info, err := c.admin(n).ClusterInfo(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return "", errors.New("cluster_state not ok")
+	}
+	repl, err := c.admin(n).Info(ctx, "replication").Result()
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+		return "", errors.New("replica's link to its master is down")
+	}
+	return c.slotMap(ctx, n)
 }
 
 // slotMap renders CLUSTER SHARDS-like facts from CLUSTER SLOTS: each range
