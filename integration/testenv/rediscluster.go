@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,21 +182,34 @@ func (c *RedisCluster) nodeHealthy(ctx context.Context, n *Redis) (string, error
 	return c.slotMap(ctx, n)
 }
 
-// slotMap renders CLUSTER SHARDS-like facts from CLUSTER SLOTS: each range
-// with its master and replica count.
+// slotMap renders n's CLUSTER SHARDS as text to compare: each shard's
+// slot ranges, its master and how many online replicas it has.
 func (c *RedisCluster) slotMap(ctx context.Context, n *Redis) (string, error) {
-	slots, err := c.admin(n).ClusterSlots(ctx).Result()
+	shards, err := c.admin(n).ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	for _, s := range slots {
-		if len(s.Nodes) == 0 {
-			return "", fmt.Errorf("%s: slots %d-%d have no node", n.Addr, s.Start, s.End)
+	var lines []string
+	for _, sh := range shards {
+		if len(sh.Slots) == 0 {
+			continue
 		}
-		fmt.Fprintf(&b, "%d-%d:%s+%d;", s.Start, s.End, s.Nodes[0].Addr, len(s.Nodes)-1)
+		master, replicas := "", 0
+		for _, node := range sh.Nodes {
+			switch {
+			case node.Role == "master":
+				master = node.ID
+			case node.Health == "online":
+				replicas++
+			}
+		}
+		if master == "" {
+			return "", fmt.Errorf("slots %v have no master", sh.Slots)
+		}
+		lines = append(lines, fmt.Sprintf("%v:%s+%d", sh.Slots, master, replicas))
 	}
-	return b.String(), nil
+	slices.Sort(lines)
+	return strings.Join(lines, ";"), nil
 }
 
 // waitFor polls ok on every running node until it holds on all of them.
@@ -262,19 +276,27 @@ func (c *RedisCluster) Node(id string) *Redis {
 	return nil
 }
 
-// MasterOf returns the running master that serves slot, as n sees it.
+// MasterOf returns the master that serves slot, as the first running node
+// that answers sees it.
 func (c *RedisCluster) MasterOf(ctx context.Context, slot int) (*Redis, error) {
 	for _, n := range c.Nodes {
 		if !n.Running() {
 			continue
 		}
-		slots, err := c.admin(n).ClusterSlots(ctx).Result()
+		shards, err := c.admin(n).ClusterShards(ctx).Result()
 		if err != nil {
 			continue
 		}
-		for _, s := range slots {
-			if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
-				return c.Node(s.Nodes[0].ID), nil
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if int64(slot) < r.Start || int64(slot) > r.End {
+					continue
+				}
+				for _, node := range sh.Nodes {
+					if node.Role == "master" {
+						return c.Node(node.ID), nil
+					}
+				}
 			}
 		}
 	}
