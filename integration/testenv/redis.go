@@ -133,6 +133,17 @@ func (r *Redis) Restart(tb testing.TB) {
 	}
 }
 
+// PID is the server process's id, 0 while it is stopped (benchmarks read
+// its CPU time from /proc).
+func (r *Redis) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
 // Running reports whether the server process is up (started and not
 // stopped).
 func (r *Redis) Running() bool {
