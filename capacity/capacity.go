@@ -32,6 +32,9 @@ type Workload struct {
 	LedgerTTL time.Duration
 	// OutcomesMaxAge is how long terminal records are kept. Default: 168h.
 	OutcomesMaxAge time.Duration
+	// AttemptsMaxAge is how long attempt events are kept (in memory).
+	// Default: 24h.
+	AttemptsMaxAge time.Duration
 	// QuarantineDays is how many days of quarantine records are kept (the
 	// stream has no age limit: purge keeps it bounded). Default: 30.
 	QuarantineDays float64
@@ -137,7 +140,7 @@ type Storage struct {
 	Outputs  float64 `json:"outputs_bytes"`
 	// Quarantine is QuarantineDays of records and their index entries.
 	Quarantine float64 `json:"quarantine_bytes"`
-	// AttemptsMemory is a day of attempt events, held in memory.
+	// AttemptsMemory is AttemptsMaxAge of attempt events, held in memory.
 	AttemptsMemory float64 `json:"attempts_memory_bytes"`
 	// PerMillionPerDay is one copy of what a million requests a day add
 	// per day kept: terminal record, output, quarantine, attempt events.
@@ -189,7 +192,7 @@ func (f Figures) storage(w Workload, inFlight float64) Storage {
 		Outcomes:         perDay * record * w.OutcomesMaxAge.Seconds() / day.Seconds(),
 		Outputs:          perDay * output * w.OutcomesMaxAge.Seconds() / day.Seconds(),
 		Quarantine:       perDay * quarantine * w.QuarantineDays,
-		AttemptsMemory:   perDay * events,
+		AttemptsMemory:   perDay * events * w.AttemptsMaxAge.Seconds() / day.Seconds(),
 		PerMillionPerDay: 1e6 * (record + output + quarantine + events),
 	}
 }
@@ -211,6 +214,9 @@ func (w Workload) withDefaults() Workload {
 	}
 	if w.QuarantineDays == 0 {
 		w.QuarantineDays = 30
+	}
+	if w.AttemptsMaxAge == 0 {
+		w.AttemptsMaxAge = day
 	}
 	return w
 }
@@ -241,6 +247,7 @@ func (w Workload) validate() error {
 	}{
 		{"slots", w.Slots < 0}, {"ledger_ttl", w.LedgerTTL < 0},
 		{"outcomes_max_age", w.OutcomesMaxAge < 0}, {"quarantine_days", w.QuarantineDays < 0},
+		{"attempts_max_age", w.AttemptsMaxAge < 0},
 	} {
 		if c.negative {
 			bad(c.field, "must not be negative")

@@ -27,6 +27,7 @@ func TestPlan(t *testing.T) {
 	base := capacity.Workload{
 		RPS: 100, PersonaTime: 10 * time.Second, RetryRate: 0.5, OutputSize: 400,
 		QuarantineRate: 0.1, Slots: 100, LedgerTTL: day, OutcomesMaxAge: day, QuarantineDays: 1,
+		AttemptsMaxAge: day,
 	}
 	with := func(mod func(*capacity.Workload)) capacity.Workload {
 		w := base
@@ -108,7 +109,7 @@ func TestPlanDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, capacity.Workload{
 		RPS: 10, PersonaTime: time.Minute, QuarantineRate: 0.01, Slots: 64,
-		LedgerTTL: 168 * time.Hour, OutcomesMaxAge: 168 * time.Hour, QuarantineDays: 30,
+		LedgerTTL: 168 * time.Hour, OutcomesMaxAge: 168 * time.Hour, QuarantineDays: 30, AttemptsMaxAge: 24 * time.Hour,
 	}, p.Workload)
 	require.Equal(t, 14, p.Replicas, "600 in flight at 72%% efficiency: 834 slots of 64")
 }

@@ -47,6 +47,7 @@ bytes per stored record). Cores and clusters are sized to 70% utilisation.`,
 	f.IntVar(&w.Slots, "slots", 64, "concurrency of one replica")
 	f.DurationVar(&w.LedgerTTL, "ledger-ttl", 168*time.Hour, "redis.ttl: how long a step's ledger entry is kept")
 	f.DurationVar(&w.OutcomesMaxAge, "outcomes-max-age", 168*time.Hour, "how long terminal records are kept")
+	f.DurationVar(&w.AttemptsMaxAge, "attempts-max-age", 24*time.Hour, "how long attempt events are kept (memory storage)")
 	f.Float64Var(&w.QuarantineDays, "quarantine-days", 30, "days of quarantine records kept before purging")
 	f.StringVarP(&output, "output", "o", "text", "output: text|json")
 	return cmd
@@ -65,7 +66,7 @@ func writePlan(out io.Writer, p capacity.Plan) error {
 		{"terminal records", fmt.Sprintf("%s (kept %s)", bytesText(s.Outcomes), p.Workload.OutcomesMaxAge)},
 		{"large outputs", bytesText(s.Outputs)},
 		{"quarantine", fmt.Sprintf("%s (%g days)", bytesText(s.Quarantine), p.Workload.QuarantineDays)},
-		{"attempt events (memory)", bytesText(s.AttemptsMemory) + " (24h)"},
+		{"attempt events (memory)", fmt.Sprintf("%s (kept %s)", bytesText(s.AttemptsMemory), p.Workload.AttemptsMaxAge)},
 		{"per million requests/day", bytesText(s.PerMillionPerDay) + " per day kept (one copy)"},
 	} {
 		fmt.Fprintf(w, "%s\t%s\n", row[0], row[1])
