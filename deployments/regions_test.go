@@ -34,32 +34,18 @@ var (
 // port given; for a leaf, its remote pointed at that port.
 func startRegionServer(t *testing.T, conf string, leafPort int) *server.Server {
 	t.Helper()
-	opts, err := server.ProcessConfigFile(conf)
-	require.NoError(t, err, "load %s", conf)
-	require.True(t, opts.SyncAlways, "%s: jetstream.sync_interval must be always", conf)
-	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-	opts.HTTPHost, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT
-	opts.StoreDir = t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	if len(opts.LeafNode.Remotes) == 0 {
-		opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", leafPort
-	}
-	for _, r := range opts.LeafNode.Remotes {
-		for i, u := range r.URLs {
-			moved := *u
-			moved.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(leafPort))
-			r.URLs[i] = &moved
+	return startConfigServer(t, conf, func(opts *server.Options) {
+		if len(opts.LeafNode.Remotes) == 0 {
+			opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", leafPort
 		}
-	}
-	srv, err := server.NewServer(opts)
-	require.NoError(t, err)
-	srv.Start()
-	require.True(t, srv.ReadyForConnections(10*time.Second), "nats-server not ready")
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
+		for _, r := range opts.LeafNode.Remotes {
+			for i, u := range r.URLs {
+				moved := *u
+				moved.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(leafPort))
+				r.URLs[i] = &moved
+			}
+		}
 	})
-	return srv
 }
 
 // runReplica runs a replica as the personaq user of c's region until the

@@ -54,12 +54,7 @@ func TestLedgerClusterReshardAndFailover(t *testing.T) {
 	}
 
 	w.waitOps(t, w.ops.Load()+150)
-	slot, err := c.KeySlot(t.Context(), "{"+w.upcoming(1)[0]+"}")
-	require.NoError(t, err)
-	master, err := c.MasterOf(t.Context(), slot)
-	require.NoError(t, err)
-	replica, err := c.ReplicaOf(t.Context(), master)
-	require.NoError(t, err)
+	slot, _, replica := busyShard(t, c, w)
 	require.NoError(t, replica.Client(t).Do(t.Context(), "CLUSTER", "FAILOVER").Err())
 	waitMaster(t, c, slot, replica)
 	c.WaitHealthy(t)
@@ -77,12 +72,7 @@ func TestLedgerClusterMasterKilled(t *testing.T) {
 	w := startWorkload(t, c.Client(t))
 
 	w.waitOps(t, 150)
-	slot, err := c.KeySlot(t.Context(), "{"+w.upcoming(1)[0]+"}")
-	require.NoError(t, err)
-	master, err := c.MasterOf(t.Context(), slot)
-	require.NoError(t, err)
-	replica, err := c.ReplicaOf(t.Context(), master)
-	require.NoError(t, err)
+	slot, master, replica := busyShard(t, c, w)
 	master.Stop()
 	waitMaster(t, c, slot, replica)
 	c.WaitHealthy(t)
@@ -109,6 +99,19 @@ func TestLedgerSentinelFailover(t *testing.T) {
 	w.waitOps(t, w.ops.Load()+150)
 	w.stopAndCheck(t)
 	t.Logf("ledger calls that failed during the failover (released, not counted): %d", w.errs.Load())
+}
+
+// busyShard returns the slot of a task the workers hold now, the master
+// that serves it and that master's replica.
+func busyShard(t *testing.T, c *testenv.RedisCluster, w *workload) (int, *testenv.Redis, *testenv.Redis) {
+	t.Helper()
+	slot, err := c.KeySlot(t.Context(), "{"+w.upcoming(1)[0]+"}")
+	require.NoError(t, err)
+	master, err := c.MasterOf(t.Context(), slot)
+	require.NoError(t, err)
+	replica, err := c.ReplicaOf(t.Context(), master)
+	require.NoError(t, err)
+	return slot, master, replica
 }
 
 func otherMaster(t *testing.T, c *testenv.RedisCluster, not *testenv.Redis) *testenv.Redis {
