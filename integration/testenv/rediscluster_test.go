@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,12 +15,12 @@ func TestStartRedisCluster(t *testing.T) {
 	require.Len(t, c.Nodes, 6)
 	ctx := context.Background()
 	cc := c.Client(t)
-	masters := 0
+	var masters atomic.Int32 // ForEachMaster calls in parallel
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		masters++
+		masters.Add(1)
 		return m.Ping(ctx).Err()
 	}))
-	require.Equal(t, 3, masters)
+	require.Equal(t, int32(3), masters.Load())
 
 	// Keys of different slots land on different masters; migrating a slot
 	// takes its keys along.
