@@ -31,5 +31,15 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
+	// nats/regions: the leaf user's password, and the URL a region dials
+	// with it (its port is replaced by the test's hub).
+	for env, v := range map[string]string{
+		"NATS_LEAF_PASSWORD": "leaf-test-secret",
+		"NATS_LEAF_URL":      "nats-leaf://leaf:leaf-test-secret@127.0.0.1:7422",
+	} {
+		if err := os.Setenv(env, v); err != nil {
+			panic(err)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -32,14 +32,25 @@ var natsConfig = filepath.Join("nats", "nats-server.conf")
 // ports (random, loopback) and store_dir (a temp dir) overridden.
 func startAuthServer(t *testing.T) *server.Server {
 	t.Helper()
-	opts, err := server.ProcessConfigFile(natsConfig)
-	require.NoError(t, err, "load %s", natsConfig)
-	require.True(t, opts.JetStream, "%s: jetstream must be enabled", natsConfig)
-	require.True(t, opts.SyncAlways, "%s: jetstream.sync_interval must be always", natsConfig)
+	return startConfigServer(t, natsConfig, nil)
+}
+
+// startConfigServer runs the config file conf in process, its listen
+// ports (random, loopback) and store_dir (a temp dir) overridden, and mod
+// applied last.
+func startConfigServer(t *testing.T, conf string, mod func(*server.Options)) *server.Server {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err, "load %s", conf)
+	require.True(t, opts.JetStream, "%s: jetstream must be enabled", conf)
+	require.True(t, opts.SyncAlways, "%s: jetstream.sync_interval must be always", conf)
 	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
 	opts.HTTPHost, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT
 	opts.StoreDir = t.TempDir()
 	opts.NoLog, opts.NoSigs = true, true
+	if mod != nil {
+		mod(opts)
+	}
 	srv, err := server.NewServer(opts)
 	require.NoError(t, err)
 	srv.Start()

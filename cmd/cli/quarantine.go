@@ -36,8 +36,12 @@ original subject, headers and payload, the reason and the whole error history.
   personaq quarantine show SEQ
   personaq quarantine replay SEQ…            (acts at once; --dry-run to preview)
   personaq quarantine replay --all [filters] (a dry run unless --yes)
-  personaq quarantine purge  SEQ… | --all [filters]  (a dry run unless --yes)`,
+  personaq quarantine purge  SEQ… | --all [filters]  (a dry run unless --yes)
+
+--stream reads another stream of quarantine records, such as a hub's
+PERSONAQ_QUARANTINE_ALL that sources every region's (deployments/nats/regions).`,
 	}
+	cmd.PersistentFlags().String("stream", consumers.Topology{}.WithDefaults().QuarantineStream, "the quarantine stream to read")
 	cmd.AddCommand(newQuarantineLsCmd(g), newQuarantineStatsCmd(g), newQuarantineShowCmd(g),
 		newQuarantineReplayCmd(g), newQuarantinePurgeCmd(g))
 	return cmd
@@ -105,13 +109,16 @@ func qReasonNames() string {
 }
 
 // quarantineInspector connects for cmd (see connectCmd) and returns an
-// Inspector on the default topology.
+// Inspector on the default topology, or on the stream --stream names.
 func (g *globals) quarantineInspector(cmd *cobra.Command) (*dlq.Inspector, func(), error) {
 	nc, js, err := g.connectCmd(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
 	topo := consumers.Topology{}.WithDefaults()
+	if f := cmd.Flag("stream"); f != nil && f.Value.String() != "" {
+		topo.QuarantineStream = f.Value.String()
+	}
 	insp, err := dlq.NewInspector(dlq.InspectorConfig{JetStream: js, Stream: topo.QuarantineStream, Prefix: topo.QuarantinePrefix})
 	if err != nil {
 		nc.Close()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -22,26 +24,23 @@ func init() { register(newTaskCmd) }
 
 func newTaskCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "task", Short: "Inspect a task's attempts in the ledger and its steps' results"}
-	var step, output string
+	var step, output, configPath string
 	show := &cobra.Command{
-		Use:   "show TASK [--step S]",
+		Use:   "show TASK [--step S] [--config FILE]",
 		Short: "Timeline of a task's attempts (agent, class, progress, error, delay before the next) and each step's result",
 		Long: `show reads the task's attempts from the attempt ledger (Redis: --redis-url or
 REDIS_URL; against a running 'personaq dev' no flag is needed, it is found
-through --nats-url) and each step's terminal record and output from NATS.`,
+through --nats-url) and each step's terminal record and output from NATS.
+With --config, the ledger is the one the file's redis section names (one
+server, Redis Cluster or Sentinel, and its key prefix), as serve uses it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			url, err := ledgerURL(cmd.Context(), g)
+			client, prefix, err := taskLedgerClient(cmd.Context(), g, configPath)
 			if err != nil {
 				return err
 			}
-			opts, err := redis.ParseURL(url)
-			if err != nil {
-				return fmt.Errorf("invalid flag --redis-url: %w", err)
-			}
-			client := redis.NewClient(opts)
 			defer client.Close()
-			l, err := ledger.New(ledger.Config{Client: client})
+			l, err := ledger.New(ledger.Config{Client: client, Prefix: prefix})
 			if err != nil {
 				return err
 			}
@@ -54,6 +53,7 @@ through --nats-url) and each step's terminal record and output from NATS.`,
 		},
 	}
 	show.Flags().StringVar(&step, "step", "", "only this step")
+	show.Flags().StringVarP(&configPath, "config", "c", "", "read the ledger's Redis (url, Cluster addrs or sentinel) and prefix from this configuration file")
 	show.Flags().StringVarP(&output, "output", "o", "text", "output: text|json")
 	cmd.AddCommand(show)
 	return cmd
@@ -174,6 +174,34 @@ func truncate(s string, n int) string {
 
 // ledgerURL is --redis-url, or the in-process ledger of a running
 // `personaq dev` on --nats-url.
+// taskLedgerClient connects to the ledger `task show` reads: the config
+// file's redis section when one is given, else --redis-url or dev's.
+func taskLedgerClient(ctx context.Context, g *globals, configPath string) (redis.UniversalClient, string, error) {
+	if configPath != "" {
+		cfg, err := config.Load(configPath, os.LookupEnv)
+		if err != nil {
+			return nil, "", err
+		}
+		opts, err := cfg.RedisOptions()
+		if err != nil {
+			return nil, "", err
+		}
+		if opts == nil {
+			return nil, "", fmt.Errorf("%s configures no Redis (redis.url, redis.addrs or redis.sentinel): there is no ledger to read", configPath)
+		}
+		return redis.NewUniversalClient(opts), cfg.Redis.Prefix, nil
+	}
+	url, err := ledgerURL(ctx, g)
+	if err != nil {
+		return nil, "", err
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, "", fmt.Errorf("invalid flag --redis-url: %w", err)
+	}
+	return redis.NewClient(opts), "", nil
+}
+
 func ledgerURL(ctx context.Context, g *globals) (string, error) {
 	if g.redisURL != "" {
 		return g.redisURL, nil

@@ -45,6 +45,18 @@ var transientReplies = []string{
 
 // wrap translates an error of one Redis call into the package's errors,
 // naming the operation. It keeps the original in the chain for messages.
+// wrap translates err for the caller. When a Cluster client could not
+// reach a node it also asks go-redis to reload the slot map: go-redis
+// otherwise keeps sending a dead master's slots to it until its periodic
+// reload (60s by default), long after a replica took over.
+func (l *Ledger) wrap(op string, err error) error {
+	err = wrap(op, err)
+	if cc, ok := l.cfg.Client.(*redis.ClusterClient); ok && errors.Is(err, ErrUnavailable) {
+		cc.ReloadState(context.Background())
+	}
+	return err
+}
+
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil

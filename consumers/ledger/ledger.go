@@ -237,7 +237,7 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 		o.floor,
 	).Slice()
 	if err != nil {
-		return Begun{}, wrap("begin "+key.String(), err)
+		return Begun{}, l.wrap("begin "+key.String(), err)
 	}
 	return parseBegun(key, res)
 }
@@ -315,7 +315,7 @@ func (l *Ledger) Renew(ctx context.Context, leases []Lease, ttl time.Duration) [
 		n, err := c.Int64()
 		switch {
 		case err != nil:
-			errs[i] = wrap("renew lease of "+leases[i].Key.String(), err)
+			errs[i] = l.wrap("renew lease of "+leases[i].Key.String(), err)
 		case n != 1:
 			errs[i] = fmt.Errorf("%w: renew %s attempt %d", ErrLeaseLost, leases[i].Key, leases[i].Attempt)
 		}
@@ -350,7 +350,7 @@ func noScript(cmds []*redis.Cmd) bool {
 func (l *Ledger) Epoch(ctx context.Context) (time.Time, error) {
 	ms, err := epochScript.Run(ctx, l.cfg.Client, []string{epochKey(l.cfg.Prefix)}, l.cfg.Now().UnixMilli()).Int64()
 	if err != nil {
-		return time.Time{}, wrap("epoch", err)
+		return time.Time{}, l.wrap("epoch", err)
 	}
 	return time.UnixMilli(ms), nil
 }
@@ -392,7 +392,7 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 		opts.Lease.value(),
 	).Text()
 	if err != nil {
-		return wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
+		return l.wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
 	}
 	if status == "stale" {
 		return fmt.Errorf("%w: finish %s attempt %d (token %d)", ErrLeaseLost, key, a.Number, opts.Lease.Token)
@@ -409,7 +409,7 @@ func (l *Ledger) History(ctx context.Context, key StepKey) ([]retry.Attempt, Sta
 	}
 	res, err := historyScript.Run(ctx, l.cfg.Client, l.keys(key)).Slice()
 	if err != nil {
-		return nil, State{}, wrap("history "+key.String(), err)
+		return nil, State{}, l.wrap("history "+key.String(), err)
 	}
 	bad := func() ([]retry.Attempt, State, error) {
 		return nil, State{}, fmt.Errorf("%w: history %s: unexpected reply %v", ErrCorrupt, key, res)
@@ -450,7 +450,7 @@ func (l *Ledger) History(ctx context.Context, key StepKey) ([]retry.Attempt, Sta
 // Ping checks that Redis answers, for readiness. Its error matches
 // ErrUnavailable when Redis cannot be reached.
 func (l *Ledger) Ping(ctx context.Context) error {
-	return wrap("ping", l.cfg.Client.Ping(ctx).Err())
+	return l.wrap("ping", l.cfg.Client.Ping(ctx).Err())
 }
 
 func (l *Ledger) keys(k StepKey) []string {

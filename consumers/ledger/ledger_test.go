@@ -34,6 +34,14 @@ func TestLedger(t *testing.T) {
 	runSuite(t, backend{real: true, client: func(t *testing.T) redis.UniversalClient { return r.Client(t) }})
 }
 
+// TestLedgerCluster runs the suite against a Redis Cluster of three masters
+// and three replicas: every script's keys must share one slot.
+func TestLedgerCluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartRedisCluster(t, 3, 1)
+	runSuite(t, backend{real: true, client: func(t *testing.T) redis.UniversalClient { return c.Client(t) }})
+}
+
 // TestLedgerMiniredis runs the same suite against miniredis, which
 // `personaq dev` uses: the scripts must work on both.
 func TestLedgerMiniredis(t *testing.T) {
@@ -114,6 +122,27 @@ func numbers(h []retry.Attempt) []int {
 	for i, a := range h {
 		out[i] = a.Number
 	}
+	return out
+}
+
+// allKeys lists the keys matching pattern, on every master of a cluster.
+func allKeys(t *testing.T, c redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		k, err := c.Keys(t.Context(), pattern).Result()
+		require.NoError(t, err)
+		return k
+	}
+	var mu sync.Mutex
+	var out []string
+	require.NoError(t, cc.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
+		k, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, k...)
+		return err
+	}))
 	return out
 }
 
@@ -340,8 +369,7 @@ func runSuite(t *testing.T, b backend) {
 		const ttl = 5 * time.Second
 		s := newSetup(t, b, func(c *ledger.Config) { c.TTL = ttl })
 		keys := func() []string {
-			k, err := s.client.Keys(s.ctx, s.cfg.Prefix+"*").Result()
-			require.NoError(t, err)
+			k := allKeys(t, s.client, s.cfg.Prefix+"*")
 			slices.Sort(k)
 			return k
 		}
@@ -397,6 +425,32 @@ func runSuite(t *testing.T, b backend) {
 		})
 	}
 
+	t.Run("StepsOfATask", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		// Tasks in different slots (on Cluster: on different masters), and
+		// ids that read as SCAN patterns or share a prefix.
+		for _, k := range []ledger.StepKey{
+			{TaskID: "t", Step: "review"}, {TaskID: "t", Step: "a*"}, {TaskID: "t", Step: "implement"},
+			{TaskID: "t", Step: ""}, {TaskID: "t2", Step: "x"}, {TaskID: "t*", Step: "y"},
+			{TaskID: "t[1]", Step: "z"}, {TaskID: "u", Step: "w"},
+		} {
+			s.begin(t, k, "req")
+		}
+		for task, want := range map[string][]string{
+			"t": {"", "a*", "implement", "review"}, "t*": {"y"}, "t[1]": {"z"}, "t2": {"x"}, "none": {},
+		} {
+			got, err := s.l.Steps(s.ctx, task)
+			require.NoError(t, err)
+			steps := []string{}
+			for _, k := range got {
+				require.Equal(t, task, k.TaskID)
+				steps = append(steps, k.Step)
+			}
+			require.Equal(t, want, steps, task)
+		}
+	})
+
 	t.Run("KeysShareHashTag", func(t *testing.T) {
 		t.Parallel()
 		s := newSetup(t, b, nil)
@@ -411,8 +465,7 @@ func runSuite(t *testing.T, b backend) {
 		s.begin(t, k1, "req")
 		require.Equal(t, 1, s.begin(t, k2, "req").Attempt)
 
-		keys, err := s.client.Keys(s.ctx, s.cfg.Prefix+"*").Result()
-		require.NoError(t, err)
+		keys := allKeys(t, s.client, s.cfg.Prefix+"*")
 		tags := map[string]int{}
 		for _, k := range keys {
 			tags[hashTag(k)]++

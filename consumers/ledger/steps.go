@@ -33,7 +33,7 @@ func (l *Ledger) Steps(ctx context.Context, taskID string) ([]StepKey, error) {
 		err = scan(ctx, l.cfg.Client)
 	}
 	if err != nil {
-		return nil, wrap("steps "+taskID, err)
+		return nil, l.wrap("steps "+taskID, err)
 	}
 	return stepsFromKeys(keys, base, taskID), nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,10 +34,13 @@ type Redis struct {
 	bin  string
 	dir  string
 	port int
+	// spec adds a config file and arguments: cluster, replica, sentinel.
+	spec redisSpec
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
+	adm    *redis.Client // see admin
 }
 
 // StartRedis starts a redis-server in tb.TempDir() on a free loopback port,
@@ -46,6 +50,12 @@ type Redis struct {
 // environment variable is set, so CI can never pass by skipping.
 func StartRedis(tb testing.TB) *Redis {
 	tb.Helper()
+	return startRedis(tb, redisBinary(tb), redisSpec{})
+}
+
+// redisBinary finds redis-server, or skips the test (fails it when CI is set).
+func redisBinary(tb testing.TB) string {
+	tb.Helper()
 	bin, err := findRedisServer()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -53,7 +63,28 @@ func StartRedis(tb testing.TB) *Redis {
 		}
 		tb.Skipf("testenv: %v", err)
 	}
-	r := &Redis{bin: bin, dir: tb.TempDir()}
+	return bin
+}
+
+// redisSpec is what a server runs with beyond the common arguments.
+type redisSpec struct {
+	// conf, when set, is written to redis.conf in the server's directory and
+	// passed first (sentinels need a config file they can rewrite).
+	conf string
+	// args, when set, follow the common arguments.
+	args func(r *Redis) []string
+}
+
+// startRedis starts bin on a free port with the common arguments and spec's,
+// and stops it when the test ends.
+func startRedis(tb testing.TB, bin string, spec redisSpec) *Redis {
+	tb.Helper()
+	r := &Redis{bin: bin, dir: tb.TempDir(), spec: spec}
+	if spec.conf != "" {
+		if err := os.WriteFile(filepath.Join(r.dir, "redis.conf"), []byte(spec.conf), 0o600); err != nil {
+			tb.Fatalf("testenv: %v", err)
+		}
+	}
 	// A free port can be taken by someone else between probing and binding;
 	// try a few ports before giving up.
 	var lastErr error
@@ -65,7 +96,7 @@ func StartRedis(tb testing.TB) *Redis {
 		r.port = port
 		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if lastErr = r.start(); lastErr == nil {
-			tb.Cleanup(r.Stop)
+			tb.Cleanup(r.close)
 			return r
 		}
 	}
@@ -102,6 +133,50 @@ func (r *Redis) Restart(tb testing.TB) {
 	}
 }
 
+// PID is the server process's id, 0 while it is stopped (benchmarks read
+// its CPU time from /proc).
+func (r *Redis) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
+// Running reports whether the server process is up (started and not
+// stopped).
+func (r *Redis) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cmd != nil
+}
+
+// admin is a client for the helpers' own commands: one connection, no
+// retries, so a stopped node answers with an error at once; RESP2, so
+// sentinel replies are flat arrays.
+func (r *Redis) admin() *redis.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adm == nil {
+		r.adm = redis.NewClient(&redis.Options{
+			Addr: r.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second,
+			ReadTimeout: 5 * time.Second, WriteTimeout: time.Second,
+		})
+	}
+	return r.adm
+}
+
+// close stops the server and closes the helpers' client.
+func (r *Redis) close() {
+	r.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adm != nil {
+		_ = r.adm.Close()
+	}
+}
+
 func (r *Redis) stopLocked() {
 	if r.cmd == nil {
 		return
@@ -118,7 +193,11 @@ func (r *Redis) start() error {
 	r.stopLocked()
 
 	out := &lockedBuffer{}
-	cmd := exec.Command(r.bin,
+	var args []string
+	if r.spec.conf != "" {
+		args = append(args, filepath.Join(r.dir, "redis.conf"))
+	}
+	args = append(args,
 		"--port", strconv.Itoa(r.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -126,6 +205,10 @@ func (r *Redis) start() error {
 		"--dir", r.dir,
 		"--daemonize", "no",
 	)
+	if r.spec.args != nil {
+		args = append(args, r.spec.args(r)...)
+	}
+	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
