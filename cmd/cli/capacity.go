@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/capacity"
+	"github.com/personaq/personaq/deployments/capacity"
 )
 
 func init() { register(newCapacityCmd) }

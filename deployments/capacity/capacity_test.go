@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/capacity"
+	"github.com/personaq/personaq/deployments/capacity"
 )
 
 // round are figures that make the arithmetic checkable by hand.
