@@ -64,6 +64,9 @@ func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
 	if late, ok := lateness(st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
 		r.obs.RedeliveryLateness(st.persona.name, late)
 	}
+	if r.endedBefore(st) {
+		return false
+	}
 	if begun.Attempt > st.policy.MaxAttempts {
 		r.spent(st)
 		return false
@@ -220,6 +223,30 @@ func (r *Runtime) attemptsRecorded(ctx context.Context, st *attemptState) int {
 		return 0
 	}
 	return len(hist)
+}
+
+// endedBefore catches a redelivery whose last recorded attempt already
+// ended the request (terminal, exhausted, deferred, escalated) though
+// nothing of that ending was stored: its worker died between recording the
+// attempt and writing the quarantine record. The decision is made again
+// from the ledger (Decide is pure) and the request quarantined without
+// running the handler; the attempt just claimed is given back.
+func (r *Runtime) endedBefore(st *attemptState) bool {
+	n := len(st.history)
+	if n == 0 || st.history[n-1].Error == ledger.LostAttemptError || !st.history[n-1].Class.Failed() {
+		return false
+	}
+	last := st.history[n-1]
+	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history[:n-1],
+		Current: last, ProgressTotal: st.req.ProgressTotal})
+	if d.Action == retry.ActionRetry || d.Action == retry.ActionAck {
+		return false
+	}
+	r.finishUncounted(st, st.attempt.Number)
+	st.history, st.attempt, st.decision, st.verdict = st.history[:n-1], last, d, verdictQuarantine
+	st.log.Warn().Int("attempt", last.Number).Str("reason", d.Reason).
+		Msg("redelivery of a request its last recorded attempt already ended; quarantined without running again")
+	return true
 }
 
 // spent handles a redelivery whose attempts are all used (its quarantine

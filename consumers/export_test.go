@@ -13,6 +13,7 @@ type QuarantineStep = quarantineStep
 
 // The steps CrashQuarantineAt can crash a delivery after.
 const (
+	StepDecided         = stepDecided
 	StepRecordPublished = stepRecordPublished
 	StepRecordIndexed   = stepRecordIndexed
 	StepConcluded       = stepConcluded

@@ -31,6 +31,7 @@ func TestQuarantineCrashAtEachStep(t *testing.T) {
 		name string
 		step consumers.QuarantineStep
 	}{
+		{"Decided", consumers.StepDecided},
 		{"RecordPublished", consumers.StepRecordPublished},
 		{"RecordIndexed", consumers.StepRecordIndexed},
 		{"TerminalRecordStored", consumers.StepConcluded},

@@ -97,6 +97,9 @@ func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 // the Term; if a write fails the message is redelivered (never lost). A
 // request that already has a terminal record gets no quarantine record.
 func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
+	if r.crashed(msg, st, stepDecided) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if st.stored == nil {
@@ -150,6 +153,9 @@ type quarantineStep int32
 
 const (
 	stepNone quarantineStep = iota
+	// stepDecided: the attempt is recorded in the ledger and its decision
+	// ends the request; nothing of the ending is stored yet.
+	stepDecided
 	// stepRecordPublished: the record is on the quarantine stream; the
 	// index holds only the writer's reservation.
 	stepRecordPublished
