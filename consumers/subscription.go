@@ -181,16 +181,30 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 	d.claim = c
 	wm := toWatermill(m, d)
 	wm.SetContext(withDelivery(ctx, d))
+	// Stop wins: a pull made before the stop may still bring a message, and
+	// a select with both cases ready would pick at random.
+	select {
+	case <-s.stopCh:
+		s.giveBack(m, c, id)
+		return
+	default:
+	}
 	select {
 	case s.out <- wm:
 		s.settleWG.Add(1)
 		go s.settle(wm, m, c, id)
 	case <-s.stopCh:
-		_ = m.Nak()
-		s.inflight.remove(id)
-		c.cancel(errSettled)
-		s.release(1)
+		s.giveBack(m, c, id)
 	}
+}
+
+// giveBack releases a message fetched while stopping, at once, to another
+// replica.
+func (s *subscription) giveBack(m jetstream.Msg, c *claim, id uint64) {
+	_ = m.Nak()
+	s.inflight.remove(id)
+	c.cancel(errSettled)
+	s.release(1)
 }
 
 // toWatermill wraps m. Its UUID is the one the Publisher sent
