@@ -190,7 +190,7 @@ func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) bool 
 func (r *Runtime) alreadyDone(ctx context.Context, st *attemptState) {
 	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	if final, err := r.outcomes.lookup(lctx, st.req.RequestID); err == nil {
+	if final, err := r.outcomes.Lookup(lctx, st.req.RequestID); err == nil {
 		st.final, st.verdict = final, verdictSettled
 	} else {
 		st.verdict, st.duplicate = verdictAck, true

@@ -81,7 +81,7 @@ func (r *Runtime) concludedBefore(ctx context.Context, st *attemptState) bool {
 func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) bool {
 	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	final, err := r.outcomes.lookup(lctx, st.req.RequestID)
+	final, err := r.outcomes.Lookup(lctx, st.req.RequestID)
 	if err != nil {
 		if err != ErrNoOutcome {
 			st.log.Warn().Err(err).Msg("terminal record lookup failed; running the attempt")

@@ -27,9 +27,10 @@ import (
 // outcomes stream keeps them for Topology.OutcomesMaxAge).
 var ErrNoOutcome = errors.New("no terminal record")
 
-// outcomeStore reads and writes terminal records and large outputs; the
-// stream and bucket handles are looked up once (each lookup is a round trip).
-type outcomeStore struct {
+// Outcomes reads terminal records and the outputs they carry (and, inside
+// the runtime, writes them); the stream and bucket handles are looked up
+// once, since each lookup is a round trip. Safe for concurrent use.
+type Outcomes struct {
 	js   jetstream.JetStream
 	topo Topology
 
@@ -38,11 +39,12 @@ type outcomeStore struct {
 	outputs jetstream.ObjectStore
 }
 
-func newOutcomeStore(js jetstream.JetStream, t Topology) *outcomeStore {
-	return &outcomeStore{js: js, topo: t.WithDefaults()}
+// NewOutcomes returns an Outcomes on t's outcomes stream and outputs bucket.
+func NewOutcomes(js jetstream.JetStream, t Topology) *Outcomes {
+	return &Outcomes{js: js, topo: t.WithDefaults()}
 }
 
-func (s *outcomeStore) outcomes(ctx context.Context) (jetstream.Stream, error) {
+func (s *Outcomes) outcomes(ctx context.Context) (jetstream.Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stream == nil {
@@ -55,7 +57,7 @@ func (s *outcomeStore) outcomes(ctx context.Context) (jetstream.Stream, error) {
 	return s.stream, nil
 }
 
-func (s *outcomeStore) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
+func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.outputs == nil {
@@ -70,7 +72,7 @@ func (s *outcomeStore) bucket(ctx context.Context) (jetstream.ObjectStore, error
 
 // create stores ev as the request's terminal record unless one exists.
 // It returns the record that stands and whether it is ev.
-func (s *outcomeStore) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
+func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode terminal record: %w", err)
@@ -83,7 +85,7 @@ func (s *outcomeStore) create(ctx context.Context, ev *schemas.OutcomeEvent) (*s
 	if !isWrongLastSequence(err) {
 		return nil, false, fmt.Errorf("store terminal record of %s: %w", ev.RequestID, err)
 	}
-	stored, err := s.lookup(ctx, ev.RequestID)
+	stored, err := s.Lookup(ctx, ev.RequestID)
 	if err != nil {
 		return nil, false, fmt.Errorf("read terminal record of %s after a refused write: %w", ev.RequestID, err)
 	}
@@ -101,8 +103,8 @@ func isWrongLastSequence(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
-// lookup reads the terminal record of requestID; ErrNoOutcome if none.
-func (s *outcomeStore) lookup(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
+// Lookup reads the terminal record of requestID; ErrNoOutcome if none.
+func (s *Outcomes) Lookup(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
 	st, err := s.outcomes(ctx)
 	if err != nil {
 		return nil, err
@@ -124,7 +126,7 @@ func (s *outcomeStore) lookup(ctx context.Context, requestID string) (*schemas.O
 // keepOutput puts out into ev: inline when small, otherwise in the outputs
 // bucket under a content-addressed name, so a losing writer's different
 // answer can never replace the one a record references.
-func (s *outcomeStore) keepOutput(ctx context.Context, ev *schemas.OutcomeEvent, out []byte) error {
+func (s *Outcomes) keepOutput(ctx context.Context, ev *schemas.OutcomeEvent, out []byte) error {
 	if len(out) == 0 {
 		return nil
 	}
@@ -147,9 +149,9 @@ func (s *outcomeStore) keepOutput(ctx context.Context, ev *schemas.OutcomeEvent,
 	return nil
 }
 
-// readOutput returns the answer a record carries, inline or referenced;
-// the object store checks the digest as it reads.
-func (s *outcomeStore) readOutput(ctx context.Context, ev *schemas.OutcomeEvent) ([]byte, error) {
+// ReadOutput returns the answer a record carries, inline or referenced,
+// byte for byte; the object store checks the digest as it reads.
+func (s *Outcomes) ReadOutput(ctx context.Context, ev *schemas.OutcomeEvent) ([]byte, error) {
 	if ev.OutputRef == nil {
 		return ev.Output, nil
 	}
@@ -172,15 +174,4 @@ func asJSON(out []byte) []byte {
 	}
 	b, _ := json.Marshal(string(out))
 	return b
-}
-
-// LookupOutcome returns the terminal record of requestID, or ErrNoOutcome.
-func LookupOutcome(ctx context.Context, js jetstream.JetStream, t Topology, requestID string) (*schemas.OutcomeEvent, error) {
-	return newOutcomeStore(js, t).lookup(ctx, requestID)
-}
-
-// ReadOutput returns the persona's answer that ev carries (inline or in
-// the outputs bucket), byte for byte as stored.
-func ReadOutput(ctx context.Context, js jetstream.JetStream, t Topology, ev *schemas.OutcomeEvent) ([]byte, error) {
-	return newOutcomeStore(js, t).readOutput(ctx, ev)
 }

@@ -195,7 +195,7 @@ func TestUnknownPersonaIsQuarantinedAfterGrace(t *testing.T) {
 
 	var rec *schemas.OutcomeEvent
 	require.Eventually(t, func() bool {
-		rec, err = consumers.LookupOutcome(context.Background(), h.js, h.topo, req.RequestID)
+		rec, err = consumers.NewOutcomes(h.js, h.topo).Lookup(context.Background(), req.RequestID)
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, schemas.ReasonUnknownPersona, rec.Reason)

@@ -83,7 +83,7 @@ type Runtime struct {
 	log      zerolog.Logger
 	ledger   Ledger
 	dlq      *dlq.Writer
-	outcomes *outcomeStore
+	outcomes *Outcomes
 	personas map[string]*personaRuntime
 	presets  func(string) (retry.Policy, error)
 	now      func() time.Time
@@ -141,7 +141,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.obs = nopObserver{}
 	}
 	r.dlq = r.newWriter()
-	r.outcomes = newOutcomeStore(r.js, r.topo)
+	r.outcomes = NewOutcomes(r.js, r.topo)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
 			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")

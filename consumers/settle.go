@@ -103,7 +103,7 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if st.stored == nil {
-		if final, err := r.outcomes.lookup(ctx, outcomeKey(st)); err == nil {
+		if final, err := r.outcomes.Lookup(ctx, outcomeKey(st)); err == nil {
 			st.final = final
 			reason := schemas.Reason(st.decision.Reason)
 			r.standing(st, outcomeFor(reason), reason, final)

@@ -70,19 +70,11 @@ func contains(list []string, s string) bool {
 // the grace period on a subject no replica serves. Records are idempotent,
 // so every replica may sweep.
 func (r *Runtime) sweepUnknown(ctx context.Context, grace time.Duration) {
-	every := min(max(grace/4, time.Second), 30*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := r.quarantineUnknown(ctx, grace); err != nil && ctx.Err() == nil {
-				r.log.Warn().Err(err).Msg("unknown-persona sweep failed; will try again")
-			}
+	every(ctx, min(max(grace/4, time.Second), 30*time.Second), func() {
+		if err := r.quarantineUnknown(ctx, grace); err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("unknown-persona sweep failed; will try again")
 		}
-	}
+	})
 }
 
 func (r *Runtime) quarantineUnknown(ctx context.Context, grace time.Duration) error {

@@ -100,22 +100,12 @@ func loadTask(cmd *cobra.Command, l *ledger.Ledger, task, only string) ([]stepVi
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, stepView{Step: step, RequestID: reqID, State: stateText(st), Attempts: attemptViews(hist)})
+		out = append(out, stepView{Step: step, RequestID: reqID, State: st.String(), Attempts: attemptViews(hist)})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no ledger entries for task %q (expired after the TTL, or never run)", task)
 	}
 	return out, nil
-}
-
-func stateText(st ledger.State) string {
-	switch {
-	case st.Done:
-		return "succeeded"
-	case st.InFlight > 0:
-		return fmt.Sprintf("running attempt %d", st.Attempts+1)
-	}
-	return fmt.Sprintf("%d attempt(s) recorded, not succeeded", st.Attempts)
 }
 
 func attemptViews(hist []retry.Attempt) []attemptView {

@@ -61,12 +61,12 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 // Record returns requestID's terminal record now, or an error matching
 // consumers.ErrNoOutcome when it has none.
 func (c *Client) Record(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
-	return consumers.LookupOutcome(ctx, c.js, c.topo, requestID)
+	return c.records.Lookup(ctx, requestID)
 }
 
 // Output reads the persona's output a record carries.
 func (c *Client) Output(ctx context.Context, rec *schemas.OutcomeEvent) ([]byte, error) {
-	return consumers.ReadOutput(ctx, c.js, c.topo, rec)
+	return c.records.ReadOutput(ctx, rec)
 }
 
 func (c *Client) result(ctx context.Context, rec *schemas.OutcomeEvent) (*Result, error) {

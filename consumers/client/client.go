@@ -43,6 +43,7 @@ type Client struct {
 	presets func(string) (retry.Policy, error)
 	grace   time.Duration
 	cache   *personaCache
+	records *consumers.Outcomes
 }
 
 // New validates cfg and returns a Client.
@@ -68,6 +69,7 @@ func New(cfg Config) (*Client, error) {
 		ttl = 10 * time.Second
 	}
 	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
+	c.records = consumers.NewOutcomes(c.js, c.topo)
 	return c, nil
 }
 

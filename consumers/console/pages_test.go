@@ -82,7 +82,7 @@ func TestQuarantineFilterReplayAndWatchItSucceed(t *testing.T) {
 	require.NoError(t, chromedp.Do(live, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.outcome.ok[data-request=%q]`, newID)))))
 	require.Contains(t, text(t, live, fmt.Sprintf(`tr.outcome.ok[data-request=%q] td.what`, newID)), "succeeded")
 	screenshot(t, live, "live")
-	rec, err := consumers.LookupOutcome(context.Background(), e.js, consumers.Topology{}, newID)
+	rec, err := consumers.NewOutcomes(e.js, consumers.Topology{}).Lookup(context.Background(), newID)
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", string(rec.Outcome))
 

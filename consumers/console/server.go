@@ -20,6 +20,7 @@ type Server struct {
 	topo consumers.Topology
 	log  zerolog.Logger
 	insp *dlq.Inspector
+	recs *consumers.Outcomes
 	tmpl templates
 	auth *auth
 	feed *feed
@@ -43,7 +44,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, js: cfg.JetStream, topo: cfg.Topology, log: cfg.Logger.With().Str("component", "console").Logger(),
+		cfg: cfg, js: cfg.JetStream, topo: cfg.Topology, recs: consumers.NewOutcomes(cfg.JetStream, cfg.Topology), log: cfg.Logger.With().Str("component", "console").Logger(),
 		insp: insp, tmpl: tmpl, auth: &auth{token: cfg.Token, readOnly: cfg.ReadOnly},
 	}
 	s.feed = newFeed(cfg.JetStream, cfg.Topology, cfg.Window, cfg.Now, s.log)

@@ -10,8 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -91,7 +89,7 @@ func (s *Server) loadTask(ctx context.Context, q string, v *taskView) error {
 // taskOfRequest returns the task of request id, from its terminal record
 // or else its newest attempt event.
 func (s *Server) taskOfRequest(ctx context.Context, id string) (string, *schemas.OutcomeEvent) {
-	if rec, err := consumers.LookupOutcome(ctx, s.js, s.topo, id); err == nil {
+	if rec, err := s.recs.Lookup(ctx, id); err == nil {
 		return rec.TaskID, rec
 	}
 	st, err := s.js.Stream(ctx, s.topo.AttemptsStream)
@@ -124,7 +122,7 @@ func (s *Server) steps(ctx context.Context, task string) ([]stepView, error) {
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 		step, req, _ := strings.Cut(k.Step, "@")
-		v := stepView{Step: step, RequestID: req, State: stateText(st), Attempts: attemptRows(hist),
+		v := stepView{Step: step, RequestID: req, State: st.String(), Attempts: attemptRows(hist),
 			Timeline: newTimeline(hist), Progress: newProgressChart(hist)}
 		out = append(out, s.withResult(ctx, v))
 	}
@@ -133,28 +131,18 @@ func (s *Server) steps(ctx context.Context, task string) ([]stepView, error) {
 
 // withResult adds the step's terminal record and output, when there is one.
 func (s *Server) withResult(ctx context.Context, v stepView) stepView {
-	rec, err := consumers.LookupOutcome(ctx, s.js, s.topo, v.RequestID)
+	rec, err := s.recs.Lookup(ctx, v.RequestID)
 	if err != nil {
 		v.RecordErr = "no terminal record yet: " + err.Error()
 		return v
 	}
 	v.Record = rec
-	if out, err := consumers.ReadOutput(ctx, s.js, s.topo, rec); err == nil && len(out) > 0 {
+	if out, err := s.recs.ReadOutput(ctx, rec); err == nil && len(out) > 0 {
 		v.Output = pretty(out[:min(len(out), outputShown)])
 	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		v.RecordErr = "output: " + err.Error()
 	}
 	return v
-}
-
-func stateText(st ledger.State) string {
-	switch {
-	case st.Done:
-		return "succeeded"
-	case st.InFlight > 0:
-		return fmt.Sprintf("running attempt %d", st.Attempts+1)
-	}
-	return fmt.Sprintf("%d attempt(s), not succeeded", st.Attempts)
 }
 
 func attemptRows(hist []retry.Attempt) []attemptRow {

@@ -211,6 +211,18 @@ type State struct {
 	TTL time.Duration
 }
 
+// String says where the step stands, for people: "succeeded", "running
+// attempt N" or "N attempt(s) recorded, not succeeded".
+func (s State) String() string {
+	switch {
+	case s.Done:
+		return "succeeded"
+	case s.InFlight > 0:
+		return fmt.Sprintf("running attempt %d", s.Attempts+1)
+	}
+	return fmt.Sprintf("%d attempt(s) recorded, not succeeded", s.Attempts)
+}
+
 // Begin starts an attempt of key's step in one atomic script. If the step
 // has a completion marker it returns Begun{Done: true} and writes nothing;
 // WithLease, if another attempt holds a live lease, it returns Begun{Busy:
