@@ -78,7 +78,10 @@ func TestQuarantineCrashAtEachStep(t *testing.T) {
 					req := h.publish("qcrash", "t-qcrash")
 
 					ev := out.wait(t, req.RequestID, 20*time.Second)
-					require.False(t, rep.rt.CrashArmed(), "the simulated crash happened")
+					// At the last step the terminal record is visible just before the
+					// crash fires, so wait for it rather than read it once.
+					require.Eventually(t, func() bool { return !rep.rt.CrashArmed() }, 10*time.Second, 5*time.Millisecond,
+						"the simulated crash happened")
 					require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond,
 						"the redelivery termed the message")
 
