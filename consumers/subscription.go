@@ -227,14 +227,18 @@ func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
 	return wm
 }
 
-// reservedMetadata names the metadata keys the pipeline itself uses to
-// decide how a message is settled: a publisher's header of that name must
-// not reach the pipeline (it could term a request or set its redelivery
-// delay); the header is still kept in the message, and in a quarantine
-// record, as published.
+// reservedMetadata names the headers that do not become metadata. The
+// pipeline's own keys decide how a message is settled: a publisher's
+// header of that name must not reach the pipeline (it could term a request
+// or set its redelivery delay). The transport's identity headers stay with
+// the stored message: a received message published again (forwarded) gets
+// an id of its own instead of the original's Nats-Msg-Id, which would make
+// it a duplicate. Every header is still kept in the message, and in a
+// quarantine record, as published.
 func reservedMetadata(key string) bool {
 	switch key {
-	case MetaTermReason, delay.DelayedForKey, delay.DelayedUntilKey:
+	case MetaTermReason, delay.DelayedForKey, delay.DelayedUntilKey,
+		jetstream.MsgIDHeader, HeaderMessageUUID:
 		return true
 	}
 	return false

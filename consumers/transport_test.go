@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
@@ -75,6 +76,27 @@ func TestPublisherReportsDuplicatesAndScopesIDsByTopic(t *testing.T) {
 	require.ErrorIs(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))), consumers.ErrDuplicate)
 	require.NoError(t, pub.Publish(other, message.NewMessage("same", []byte(`1`))), "another topic is another message")
 	require.EqualValues(t, 2, h.requestsLeft())
+}
+
+// A received message published again — forwarded by a handler to another
+// subject of the same stream — is stored as a message of its own with the
+// same UUID, not dropped as a duplicate of the one it came from; the same
+// message forwarded twice to one subject is reported.
+func TestForwardedMessageGetsItsOwnID(t *testing.T) {
+	t.Parallel()
+	h, sub := transport(t, "fwd-src", 200*time.Millisecond)
+	pub := consumers.NewPublisher(h.js)
+	src, dst := h.topo.RequestSubject("fwd-src"), h.topo.RequestSubject("fwd-dst")
+	msgs, err := sub.Subscribe(context.Background(), "fwd-src")
+	require.NoError(t, err)
+	require.NoError(t, pub.Publish(src, message.NewMessage("fwd-uuid", []byte(`1`))))
+	got := receive(t, msgs)
+	require.Equal(t, "fwd-uuid", got.UUID)
+	require.Empty(t, got.Metadata.Get(jetstream.MsgIDHeader), "the stored message's id stays with it")
+	require.NoError(t, pub.Publish(dst, got), "a forward is a message of its own")
+	require.ErrorIs(t, pub.Publish(dst, got), consumers.ErrDuplicate, "the same forward twice is reported")
+	got.Ack()
+	require.Eventually(t, func() bool { return h.requestsLeft() == 1 }, 5*time.Second, 5*time.Millisecond)
 }
 
 // Close returns within one fetch wait plus the drain, however long the
