@@ -52,4 +52,7 @@ type Attempt struct {
 	Progress   Progress
 	Duration   time.Duration
 	At         time.Time
+	// Trace is the W3C traceparent of the attempt's span (empty when it
+	// was not traced): the next attempt's span links to it.
+	Trace string
 }

@@ -33,6 +33,7 @@ type record struct {
 	DurationMS   int64    `json:"duration_ms"`
 	AtMS         int64    `json:"at_ms"`
 	RequestID    string   `json:"request_id,omitempty"`
+	Trace        string   `json:"trace,omitempty"`
 }
 
 type progress struct {
@@ -55,6 +56,7 @@ func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error
 		DurationMS:   a.Duration.Milliseconds(),
 		AtMS:         a.At.UnixMilli(),
 		RequestID:    requestID,
+		Trace:        a.Trace,
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -88,6 +90,7 @@ func decodeRecord(s string) (retry.Attempt, error) {
 		Progress:   retry.Progress{Completed: r.Progress.Completed, Total: r.Progress.Total},
 		Duration:   time.Duration(r.DurationMS) * time.Millisecond,
 		At:         time.UnixMilli(r.AtMS).UTC(),
+		Trace:      r.Trace,
 	}, nil
 }
 
