@@ -157,6 +157,7 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	stdout := &stdoutSink{max: c.cfg.MaxOutputBytes}
 	stderr := &tailWriter{max: c.cfg.StderrTail}
 	cmd := c.command(req, stdin)
+	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return Result{}, c.startError(err)

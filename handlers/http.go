@@ -177,6 +177,7 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 	r.Header.Set("Idempotency-Key", idempotencyKey(req))
 	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
 	r.Header.Set("X-Personaq-Agent", req.Agent)
+	injectTrace(ctx, r.Header)
 	if req.ProgressInterval > 0 {
 		r.Header.Set("X-Personaq-Progress-Interval-Ms", strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
 	}

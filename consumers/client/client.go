@@ -8,8 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -32,6 +35,10 @@ type Config struct {
 	// consumer, is reused before it is read again. Default: 10s; negative:
 	// read on every call.
 	PersonaCacheTTL time.Duration
+	// TracerProvider makes the send span of each submit, whose trace
+	// context the request carries to every attempt. Default: the global
+	// provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Client submits persona requests and awaits their terminal records. It is
@@ -44,6 +51,7 @@ type Client struct {
 	grace   time.Duration
 	cache   *personaCache
 	records *consumers.Outcomes
+	tracer  trace.Tracer
 }
 
 // New validates cfg and returns a Client.
@@ -70,6 +78,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
 	c.records = consumers.NewOutcomes(c.js, c.topo)
+	c.tracer = tracing.Tracer(cfg.TracerProvider)
 	return c, nil
 }
 
@@ -119,7 +128,13 @@ func (c *Client) Submit(ctx context.Context, req *schemas.PersonaRequest, opts .
 }
 
 func (c *Client) publish(ctx context.Context, req *schemas.PersonaRequest, deadline time.Time) (*Submitted, error) {
+	subject := c.topo.RequestSubject(req.Persona)
+	ctx, span := c.tracer.Start(ctx, tracing.SpanName("send", subject), trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
 	ack, err := consumers.PublishRequest(ctx, c.js, c.topo, req, consumers.WithDeadline(deadline))
+	if span.IsRecording() {
+		annotateSend(span, subject, req, ack, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -172,4 +187,18 @@ func (c *Client) Run(ctx context.Context, req *schemas.PersonaRequest, opts ...A
 // persona-request step to outlast its retries.
 func logBudget(log zerolog.Logger, b retry.Budget, req *schemas.PersonaRequest) {
 	retry.LogBudget(log.With().Str("task_id", req.TaskID).Str("request_id", req.RequestID).Logger(), b, req.Step)
+}
+
+// annotateSend describes a submit's send span: the messaging attributes,
+// the request, and where it was stored (or why not).
+func annotateSend(span trace.Span, subject string, req *schemas.PersonaRequest, ack *jetstream.PubAck, err error) {
+	span.SetAttributes(tracing.SendAttributes(subject, req.RequestID)...)
+	span.SetAttributes(tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID),
+		tracing.Step.String(req.Step), tracing.RequestID.String(req.RequestID))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return
+	}
+	span.SetAttributes(tracing.MessagingNATSStream.String(ack.Stream), tracing.MessagingNATSSequence.Int64(int64(ack.Sequence)),
+		tracing.Duplicate.Bool(ack.Duplicate))
 }

@@ -168,6 +168,9 @@ const (
 	ReplayOf = attribute.Key("personaq.replay.of")
 	// ReplayCount numbers the replays of one record.
 	ReplayCount = attribute.Key("personaq.replay.count")
+	// Duplicate: the server had stored this message id already; nothing
+	// new was published.
+	Duplicate = attribute.Key("personaq.duplicate")
 )
 
 // Seconds is d as the value of a duration attribute in seconds.
@@ -192,11 +195,10 @@ func UsageAttributes(inputTokens, outputTokens int64) []attribute.KeyValue {
 
 // SendAttributes are the messaging attributes of a producer span that
 // publishes message id to subject.
-func SendAttributes(subject, msgID string, size int) []attribute.KeyValue {
+func SendAttributes(subject, msgID string) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		MessagingSystem, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("publish"),
 		semconv.MessagingDestinationName(subject), semconv.MessagingMessageID(msgID),
-		semconv.MessagingMessageBodySize(size),
 	}
 }
 
