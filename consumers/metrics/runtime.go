@@ -27,7 +27,7 @@ type RuntimeCollector struct {
 	ackPending  *prometheus.Desc
 	redelivered *prometheus.Desc
 	ledgerUp    *prometheus.Desc
-	infoUp   *prometheus.Desc
+	infoUp      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RuntimeCollector)(nil)
