@@ -207,3 +207,69 @@ func TestDashboardShape(t *testing.T) {
 		}
 	}
 }
+
+// composeFile is the part of the compose file the observability services
+// are checked by.
+type composeFile struct {
+	Services map[string]struct {
+		Image    string   `json:"image"`
+		Profiles []string `json:"profiles"`
+		Volumes  []string `json:"volumes"`
+		Command  []string `json:"command"`
+	} `json:"services"`
+	Volumes map[string]any `json:"volumes"`
+}
+
+// Compose wires Prometheus and Grafana (profile observability, images from
+// the environment) to the rules, the dashboard and its provisioning: every
+// file it mounts exists, and Prometheus' config names the rule file it is
+// given.
+func TestComposeWiresPrometheusAndGrafana(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("compose")
+	raw, err := os.ReadFile(filepath.Join(dir, "docker-compose.yml"))
+	require.NoError(t, err)
+	var f composeFile
+	require.NoError(t, yaml.Unmarshal(raw, &f))
+	mounts := map[string]string{}
+	for _, name := range []string{"prometheus", "grafana"} {
+		s, ok := f.Services[name]
+		require.True(t, ok, "service %s", name)
+		require.Equal(t, []string{"observability"}, s.Profiles, "%s only with --profile observability: offline there is no image", name)
+		require.Regexp(t, `^\$\{[A-Z_]+_IMAGE:-[a-z/]+:v?[0-9.]+\}$`, s.Image, "%s's image comes from the environment", name)
+		for _, v := range s.Volumes {
+			host, target, _ := strings.Cut(v, ":")
+			target = strings.TrimSuffix(target, ":ro")
+			if !strings.HasPrefix(host, ".") {
+				require.Contains(t, f.Volumes, host, "named volume %s", host)
+				continue
+			}
+			_, err := os.Stat(filepath.Join(dir, host))
+			require.NoError(t, err, "%s mounts %s", name, host)
+			mounts[filepath.Clean(filepath.Join(dir, host))] = target
+		}
+	}
+	require.Equal(t, "/etc/prometheus/prometheus.yml", mounts[promConfig])
+	require.Equal(t, "/etc/prometheus/alerts.yml", mounts[alertRules], "beside the config, which names it relatively")
+	require.Equal(t, "/var/lib/grafana/dashboards", mounts[filepath.Dir(dashboardFile)])
+	require.Equal(t, "/etc/grafana/provisioning", mounts[filepath.Join("grafana", "provisioning")])
+	require.Contains(t, f.Services["prometheus"].Command, "--config.file=/etc/prometheus/prometheus.yml")
+
+	raw, err = os.ReadFile(filepath.Join("grafana", "provisioning", "dashboards", "personaq.yml"))
+	require.NoError(t, err)
+	var prov struct {
+		Providers []struct {
+			Options struct {
+				Path string `json:"path"`
+			} `json:"options"`
+		} `json:"providers"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &prov))
+	require.Len(t, prov.Providers, 1)
+	require.Equal(t, "/var/lib/grafana/dashboards", prov.Providers[0].Options.Path, "Grafana loads the mounted dashboards")
+
+	if bin, err := exec.LookPath("docker-compose"); err == nil {
+		out, err := exec.Command(bin, "-f", filepath.Join(dir, "docker-compose.yml"), "--profile", "observability", "config", "-q").CombinedOutput()
+		require.NoError(t, err, "docker-compose config:\n%s", out)
+	}
+}
