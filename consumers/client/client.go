@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers"
@@ -128,16 +127,14 @@ func (c *Client) Submit(ctx context.Context, req *schemas.PersonaRequest, opts .
 }
 
 func (c *Client) publish(ctx context.Context, req *schemas.PersonaRequest, deadline time.Time) (*Submitted, error) {
-	subject := c.topo.RequestSubject(req.Persona)
-	ctx, span := c.tracer.Start(ctx, tracing.SpanName("send", subject), trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
+	ctx, span := tracing.StartSend(ctx, c.tracer, c.topo.RequestSubject(req.Persona), req.RequestID,
+		tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID), tracing.Step.String(req.Step))
 	ack, err := consumers.PublishRequest(ctx, c.js, c.topo, req, consumers.WithDeadline(deadline))
-	if span.IsRecording() {
-		annotateSend(span, subject, req, ack, err)
-	}
 	if err != nil {
+		tracing.EndSend(span, tracing.Sent{}, err)
 		return nil, err
 	}
+	tracing.EndSend(span, tracing.Sent{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil)
 	return &Submitted{RequestID: req.RequestID, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate, Deadline: deadline}, nil
 }
 
@@ -187,18 +184,4 @@ func (c *Client) Run(ctx context.Context, req *schemas.PersonaRequest, opts ...A
 // persona-request step to outlast its retries.
 func logBudget(log zerolog.Logger, b retry.Budget, req *schemas.PersonaRequest) {
 	retry.LogBudget(log.With().Str("task_id", req.TaskID).Str("request_id", req.RequestID).Logger(), b, req.Step)
-}
-
-// annotateSend describes a submit's send span: the messaging attributes,
-// the request, and where it was stored (or why not).
-func annotateSend(span trace.Span, subject string, req *schemas.PersonaRequest, ack *jetstream.PubAck, err error) {
-	span.SetAttributes(tracing.SendAttributes(subject, req.RequestID)...)
-	span.SetAttributes(tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID),
-		tracing.Step.String(req.Step), tracing.RequestID.String(req.RequestID))
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		return
-	}
-	span.SetAttributes(tracing.MessagingNATSStream.String(ack.Stream), tracing.MessagingNATSSequence.Int64(int64(ack.Sequence)),
-		tracing.Duplicate.Bool(ack.Duplicate))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -229,3 +230,37 @@ func SettleAttributes(subject, op string) []attribute.KeyValue {
 // SpanName is "<operation> <destination>", the messaging conventions'
 // span name.
 func SpanName(op, subject string) string { return op + " " + subject }
+
+// Sent is where a published message was stored, for EndSend.
+type Sent struct {
+	Stream    string
+	Sequence  uint64
+	Duplicate bool
+}
+
+// StartSend starts the producer span of publishing a persona request with
+// id requestID to subject ("send <subject>"); the message must carry the
+// returned context (Inject). End it with EndSend.
+func StartSend(ctx context.Context, tr trace.Tracer, subject, requestID string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, span := tr.Start(ctx, SpanName("send", subject), trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(SendAttributes(subject, requestID)...)
+		span.SetAttributes(RequestID.String(requestID))
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
+}
+
+// EndSend ends a send span with where the message was stored, or the
+// error that kept it from being stored.
+func EndSend(span trace.Span, sent Sent, err error) {
+	if span.IsRecording() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(MessagingNATSStream.String(sent.Stream), MessagingNATSSequence.Int64(int64(sent.Sequence)),
+				Duplicate.Bool(sent.Duplicate))
+		}
+	}
+	span.End()
+}
