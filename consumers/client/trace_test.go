@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
@@ -275,4 +276,54 @@ func TestReplayedQuarantineRecordLinksToTheOriginalTrace(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, replay[0].SpanContext().TraceID(), again[0].SpanContext().TraceID())
 	require.Equal(t, replay[0].SpanContext().SpanID(), again[0].Parent().SpanID())
+}
+
+// With tracing off on the replica (the default, a no-op provider), the
+// submit's trace context still reaches the persona, and nothing of the
+// replica is recorded; a message that never decodes is quarantined with
+// its reason on the settle span when tracing is on.
+func TestTraceContextPassesThroughAReplicaWithTracingOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	rec := tracetest.NewSpanRecorder()
+	c, err := client.New(client.Config{JetStream: e.js, Logger: &e.log, TracerProvider: tracedProcess(rec, "orchestrator")})
+	require.NoError(t, err)
+	p := &tracedPersona{traceparent: map[int]string{}}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	inv, err := handlers.NewHTTP(handlers.HTTPConfig{URL: srv.URL})
+	require.NoError(t, err)
+	pol := retry.Policy{Name: "test", MaxAttempts: 3, AttemptTimeout: 5 * time.Second, Schedule: retry.Linear{Step: 50 * time.Millisecond}}
+	e.serve(consumers.Config{TracerProvider: noop.NewTracerProvider()}, consumers.Persona{Name: "planner", Handler: inv, Policy: pol})
+
+	req := schemas.NewRequest("story-44", "plan", "planner")
+	_, err = c.Run(context.Background(), req)
+	require.NoError(t, err)
+	send := spans(rec, "send personaq.requests.planner", ofRequest(req.RequestID))
+	require.Len(t, send, 1)
+	require.Equal(t, traceparentOf(send[0]), p.header(1), "attempt 1 got the submit's context")
+	require.Equal(t, traceparentOf(send[0]), p.header(2), "so did its retry")
+	require.Len(t, rec.Ended(), 1, "only the orchestrator's span was recorded")
+}
+
+func TestUndecodableMessageIsTracedToItsQuarantine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	rec := tracetest.NewSpanRecorder()
+	e.serve(consumers.Config{TracerProvider: tracedProcess(rec, "replica-a")},
+		consumers.Persona{Name: "echo", Handler: echoOutput(1), Policy: policy(2, 5*time.Second)})
+	_, err := e.js.Publish(context.Background(), "personaq.requests.echo", []byte("not json"))
+	require.NoError(t, err)
+	var settle []sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		settle = spans(rec, "settle personaq.requests.echo", nil)
+		return len(settle) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	sa := attrs(settle[0])
+	require.Equal(t, "quarantine", sa[tracing.Disposition].AsString())
+	require.Equal(t, "invalid_message", sa[tracing.Reason].AsString())
+	process := spans(rec, "process personaq.requests.echo", nil)
+	require.Len(t, process, 1)
+	require.Equal(t, "quarantine", attrs(process[0])[tracing.Decision].AsString())
+	require.False(t, process[0].Parent().IsValid(), "no context in the message: a root span")
 }
