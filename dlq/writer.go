@@ -194,7 +194,9 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	if out.SagaID != "" {
 		msg.Header.Set(HeaderSaga, out.SagaID)
 	}
-	ack, err := w.js.PublishMsg(ctx, msg)
+	// Repeated while a cluster fails over and the stream has no leader (a
+	// few seconds), instead of giving the message back to run again.
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(32))
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
