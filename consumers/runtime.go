@@ -105,6 +105,7 @@ func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
 	opts := append([]dlq.WriterOption{
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log),
+		dlq.WithLeaderWait(failoverRetries * failoverRetryWait),
 	}, extra...)
 	return dlq.NewWriter(r.js, r.topo.QuarantineSubject, opts...)
 }
