@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -300,7 +301,7 @@ func (r *Runtime) Ready() error {
 		return ErrNotRunning
 	}
 	if r.health.ledgerDown.Load() {
-		return ErrLedgerUnavailable
+		return ledger.ErrUnavailable
 	}
 	return nil
 }
