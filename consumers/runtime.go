@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
@@ -111,6 +112,7 @@ func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
 	opts := append([]dlq.WriterOption{
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log),
+		dlq.WithLeaderWait(failoverRetries * failoverRetryWait),
 	}, extra...)
 	return dlq.NewWriter(r.js, r.topo.QuarantineSubject, opts...)
 }
@@ -306,7 +308,7 @@ func (r *Runtime) Ready() error {
 		return ErrNotRunning
 	}
 	if r.health.ledgerDown.Load() {
-		return ErrLedgerUnavailable
+		return ledger.ErrUnavailable
 	}
 	return nil
 }
