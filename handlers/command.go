@@ -122,7 +122,8 @@ func (c CommandConfig) withDefaults() CommandConfig {
 // process per attempt.
 //
 // The program reads the attempt's Envelope as JSON on stdin and finds the
-// attempt in PERSONAQ_* environment variables. Stdout lines of the form
+// attempt in PERSONAQ_* environment variables, and its trace context in
+// TRACEPARENT and TRACESTATE. Stdout lines of the form
 // {"progress":{"completed":N,"total":M}} report progress (the last wins);
 // a line {"error_type":"CommitError","error":"nothing to commit"} on
 // stdout, or as the last line of stderr, names the error type of a failed

@@ -38,7 +38,8 @@ type HTTPConfig struct {
 	Client *http.Client
 	// Headers are set on every request (e.g. Authorization). personaq's own
 	// headers (Content-Type, X-Correlation-ID, Idempotency-Key,
-	// X-Personaq-*) take precedence.
+	// X-Personaq-*, and the attempt's W3C traceparent/tracestate) take
+	// precedence.
 	Headers map[string]string
 	// MaxResponseBytes bounds a response body; a 2xx answer longer than
 	// this fails as terminal (ErrResponseTooLarge). Default: 1 MiB; raise it
