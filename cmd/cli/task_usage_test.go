@@ -53,6 +53,7 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 
 	code, out, errOut := run(t, wctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "task", "show", "t-usage")
 	require.Equal(t, 0, code, errOut)
+	t.Log(out)
 	for _, want := range []string{
 		"TOKENS IN/OUT", "COST", "400/100", "$0.25",
 		"usage: 800 input + 200 output = 1000 tokens, cost $0.5 over 2 attempt(s)",
