@@ -91,6 +91,13 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 	require.Equal(t, usage{800, 200, 0.5}, s.Usage)
 	require.Equal(t, "budget_exhausted", s.Record.Reason)
 	require.Equal(t, usage{800, 200, 0.5}, s.Record.Usage)
+
+	// The quarantine record says the same.
+	code, out, errOut = run(t, wctx, "--nats-url", n.URL(), "quarantine", "show", "1")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "budget_exhausted")
+	require.Contains(t, out, "usage        1000 tokens (800 in, 200 out)   cost $0.5")
+	require.Contains(t, out, "tokens 400/100")
 }
 
 func jsonString(s string) string {
