@@ -92,6 +92,10 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 	require.Equal(t, "budget_exhausted", s.Record.Reason)
 	require.Equal(t, usage{800, 200, 0.5}, s.Record.Usage)
 
+	code, out, _ = run(t, wctx, "--nats-url", n.URL(), "result", "u-1")
+	require.Equal(t, 3, code)
+	require.Contains(t, out, "usage 1000 tokens (800 in, 200 out)  cost $0.5")
+
 	// The quarantine record says the same.
 	code, out, errOut = run(t, wctx, "--nats-url", n.URL(), "quarantine", "show", "1")
 	require.Equal(t, 0, code, errOut)
