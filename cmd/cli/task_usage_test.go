@@ -96,6 +96,13 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 	require.Equal(t, 3, code)
 	require.Contains(t, out, "usage 1000 tokens (800 in, 200 out)  cost $0.5")
 
+	// A request's own budget tightens the policy's: 500 + 500 > 600 ends it
+	// after one attempt.
+	code, _, errOut = run(t, wctx, "--nats-url", n.URL(), "publish", "--persona", "spender", "--task", "t-usage-2", "--id", "u-2",
+		"--max-tokens", "600", "--wait")
+	require.Equal(t, 3, code, errOut)
+	require.Contains(t, errOut, "budget_exhausted after 1 attempt(s)")
+
 	// The quarantine record says the same.
 	code, out, errOut = run(t, wctx, "--nats-url", n.URL(), "quarantine", "show", "1")
 	require.Equal(t, 0, code, errOut)
