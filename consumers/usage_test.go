@@ -2,7 +2,9 @@ package consumers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,6 +60,8 @@ func paidFailure(n *atomic.Int32) handlers.Handler {
 func TestBudgetExhaustedEndsTheRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
+	var logs syncBuffer
+	h.logTo = &logs
 	obs := &usageObserver{}
 	var policyCalls, requestCalls atomic.Int32
 	pol := fastPolicy(5)
@@ -95,6 +99,22 @@ func TestBudgetExhaustedEndsTheRequest(t *testing.T) {
 			require.Equal(t, &schemas.Usage{InputTokens: 400, OutputTokens: 100, CostUSD: 0.25}, a.Usage)
 		}
 	}
+	// The decision's log line says what was spent against which budget.
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"reason":"budget_exhausted"`) && strings.Contains(l, `"persona":"spender"`) {
+			require.NoError(t, json.Unmarshal([]byte(l), &line))
+		}
+	}
+	require.NotNil(t, line, "no budget_exhausted line for spender in:\n%s", logs.String())
+	for k, v := range map[string]any{
+		"task_id": "t-budget-policy", "attempt": 2.0, "spent_tokens": 1000.0, "spent_input_tokens": 800.0,
+		"spent_output_tokens": 200.0, "spent_cost_usd": 0.5, "budget_max_tokens": 1200.0, "blocked": true,
+	} {
+		require.Equal(t, v, line[k], k)
+	}
+	require.Contains(t, line["message"], "token or cost budget exhausted; task blocked")
+
 	require.Equal(t, retry.Usage{InputTokens: 800, OutputTokens: 200, CostUSD: 0.5}, obs.of("spender"))
 	require.Equal(t, retry.Usage{InputTokens: 800, OutputTokens: 200, CostUSD: 0.5}, obs.of("unbudgeted"))
 }
