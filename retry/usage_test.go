@@ -3,6 +3,7 @@ package retry_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,20 @@ func TestTotalUsage(t *testing.T) {
 	require.False(t, got.IsZero())
 	require.True(t, retry.Usage{}.IsZero())
 	require.False(t, errors.Is(retry.UsageBudget{}.Validate(), retry.ErrInvalidPolicy))
+}
+
+func TestExplainShowsTheUsageBudget(t *testing.T) {
+	t.Parallel()
+	p := retry.PersonaPolicy(time.Minute)
+	var plain strings.Builder
+	require.NoError(t, retry.Explain(p).WriteText(&plain))
+	require.NotContains(t, plain.String(), "usage budget")
+
+	p.UsageBudget = retry.UsageBudget{MaxTokens: 50_000, MaxCostUSD: 2.5}
+	e := retry.Explain(p)
+	require.EqualValues(t, 50_000, e.BudgetMaxTokens)
+	require.Equal(t, 2.5, e.BudgetMaxCostUSD)
+	var text strings.Builder
+	require.NoError(t, e.WriteText(&text))
+	require.Contains(t, text.String(), "usage budget     50000 tokens, $2.5")
 }
