@@ -51,8 +51,8 @@ func (r *usageReport) usage() retry.Usage {
 // Anything else, or a negative count, reports nothing.
 func parseUsage(doc []byte) (retry.Usage, bool) {
 	doc = bytes.TrimSpace(doc)
-	if len(doc) == 0 || doc[0] != '{' {
-		return retry.Usage{}, false
+	if len(doc) == 0 || doc[0] != '{' || !bytes.Contains(doc, []byte(`usage"`)) {
+		return retry.Usage{}, false // the common case, without decoding
 	}
 	var d usageDoc
 	if json.Unmarshal(doc, &d) != nil {
