@@ -12,7 +12,7 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/personaq
-	$(GO) build -trimpath -o bin/personaq ./cmd/personaq
+	$(GO) build -buildvcs=auto -trimpath -o bin/personaq ./cmd/personaq
 
 test: ## unit and behaviour tests against in-process NATS and a real redis-server, with -race
 	$(GO) test -race -count=1 -timeout 15m ./...

@@ -14,8 +14,6 @@ var (
 	ErrUnknownPersona = errors.New("unknown persona")
 	// ErrNotRunning: the runtime's consumers are not bound (starting or stopped).
 	ErrNotRunning = errors.New("consumers not bound")
-	// ErrLedgerUnavailable: the attempt ledger (Redis) does not answer.
-	ErrLedgerUnavailable = errors.New("ledger unavailable")
 	// ErrLeaseLost is the cancellation cause of an attempt whose lease
 	// lapsed (its heartbeats or lease renewals were overdue or refused): it
 	// stops, and its delivery settles nothing.

@@ -242,3 +242,41 @@ func TestFactCreateOnceAcrossSubjectsWithAWildcardCheck(t *testing.T) {
 	_, err = js.Publish(context.Background(), "F9.succeeded.persona.req-2", nil, jetstream.WithExpectLastSequenceForSubject(0, "F9.*.*.req-2"))
 	require.NoError(t, err)
 }
+
+// A settle sent as a request is answered by the server — which is how the
+// runtime confirms it — and so is the same settle sent again, as the
+// runtime does when no answer came in a failover. The repeat acts on
+// whatever delivery of that stream sequence is current: a repeated nak
+// after the message was delivered again nak's the new delivery. That is
+// why a settle is repeated only while its claim holds (no other delivery
+// can exist then), and an ack of a message no longer pending is harmless.
+func TestFactSettleRequestsAreAnsweredAndRepeatable(t *testing.T) {
+	t.Parallel()
+	js, s := factStream(t, "F9", jetstream.WorkQueuePolicy)
+	c := durable(t, s, jetstream.ConsumerConfig{Durable: "d", AckWait: 5 * time.Second})
+	publishN(t, js, "F9.x", 1)
+	m, _ := next(t, c, time.Second)
+	nc := js.Conn()
+	_, err := nc.Request(m.Reply(), []byte("-NAK"), time.Second)
+	require.NoError(t, err, "a nak sent as a request is answered")
+	again, _ := next(t, c, time.Second)
+	_, err = nc.Request(m.Reply(), []byte("-NAK"), time.Second)
+	require.NoError(t, err, "a repeated nak is answered")
+	// nats-server matches a settle by stream sequence: the repeat hit the
+	// current delivery.
+	third, _ := next(t, c, time.Second)
+	require.Equal(t, mustMeta(t, again).Sequence.Stream, mustMeta(t, third).Sequence.Stream)
+	_, err = nc.Request(third.Reply(), []byte("+ACK"), time.Second)
+	require.NoError(t, err)
+	_, err = nc.Request(third.Reply(), []byte("+ACK"), time.Second)
+	require.NoError(t, err, "an ack of a message no longer pending is answered")
+	_, err = c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+	require.ErrorIs(t, err, nats.ErrTimeout, "acked once for good")
+}
+
+func mustMeta(t *testing.T, m jetstream.Msg) *jetstream.MsgMetadata {
+	t.Helper()
+	md, err := m.Metadata()
+	require.NoError(t, err)
+	return md
+}

@@ -18,7 +18,15 @@ import (
 // The runtime begins every attempt with a lease (ledger.WithLease, the
 // persona's AckWait), renews the leases of running attempts with Renew and
 // fences every Finish with the lease: an attempt that lost its lease
-// settles nothing (DESIGN.md invariant 8).
+// settles nothing.
+//
+// When Redis is down: every method returns an error wrapping
+// ledger.ErrUnavailable (bounded by the client's timeouts: build it with
+// ledger.NewClient). The runtime then releases the message without
+// counting an attempt, Ready reports ledger.ErrUnavailable, and a ping
+// every few seconds notices the recovery. ledger.ErrLeaseLost from Finish
+// or Renew means a stale holder: nothing is settled. Any other error is a
+// bug or corrupt data (ledger.ErrCorrupt) and is logged.
 type Ledger interface {
 	Begin(ctx context.Context, key ledger.StepKey, requestID string, opts ...ledger.BeginOption) (ledger.Begun, error)
 	Finish(ctx context.Context, key ledger.StepKey, a retry.Attempt, opts ledger.FinishOptions) error

@@ -171,7 +171,7 @@ func TestRuntimeRedisOutageBurnsNoAttempt(t *testing.T) {
 	require.Eventually(t, func() bool { return r.rt.Ready() == nil }, 10*time.Second, 20*time.Millisecond, "ready once bound")
 	rs.Stop()
 	req := h.publish("steady", "t-outage")
-	require.Eventually(t, func() bool { return errors.Is(r.rt.Ready(), consumers.ErrLedgerUnavailable) }, 10*time.Second, 20*time.Millisecond, "not ready while Redis is down")
+	require.Eventually(t, func() bool { return errors.Is(r.rt.Ready(), ledger.ErrUnavailable) }, 10*time.Second, 20*time.Millisecond, "not ready while Redis is down")
 	require.Empty(t, c.forTask("t-outage"), "no attempt runs without the ledger")
 	require.EqualValues(t, 1, h.requestsLeft(), "the request is kept")
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -105,6 +106,7 @@ func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
 	opts := append([]dlq.WriterOption{
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log),
+		dlq.WithLeaderWait(failoverRetries * failoverRetryWait),
 	}, extra...)
 	return dlq.NewWriter(r.js, r.topo.QuarantineSubject, opts...)
 }
@@ -299,7 +301,7 @@ func (r *Runtime) Ready() error {
 		return ErrNotRunning
 	}
 	if r.health.ledgerDown.Load() {
-		return ErrLedgerUnavailable
+		return ledger.ErrUnavailable
 	}
 	return nil
 }

@@ -46,9 +46,12 @@ type Writer struct {
 	idx       *index
 	objects   *objects
 	dupWindow time.Duration
-	log       zerolog.Logger
-	now       func() time.Time
-	maxRecord int // tests: a smaller inline limit than the server's
+	// leaderWait is how long a record write waits for the quarantine
+	// stream to have a leader (0: nats.go's default, about half a second).
+	leaderWait time.Duration
+	log        zerolog.Logger
+	now        func() time.Time
+	maxRecord  int // tests: a smaller inline limit than the server's
 	// published, a test hook (WithPublishedHook), runs between publishing
 	// a record and noting it in the index.
 	published func() error
@@ -103,6 +106,14 @@ func WithPayloadBucket(bucket string) WriterOption {
 // WithoutIndex turns the second dedup layer off: only the stream's
 // Nats-Msg-Id window deduplicates.
 func WithoutIndex() WriterOption { return func(w *Writer) { w.idx = nil } }
+
+// WithLeaderWait makes a record write wait up to d for the quarantine
+// stream to have a leader — a cluster failing over has none for a few
+// seconds — instead of failing at once and giving the message back to run
+// again.
+func WithLeaderWait(d time.Duration) WriterOption {
+	return func(w *Writer) { w.leaderWait = max(d, 0) }
+}
 
 // WithDuplicateWindow tells the writer the quarantine stream's duplicate
 // window. Default: DefaultDuplicateWindow.
@@ -194,7 +205,7 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	if out.SagaID != "" {
 		msg.Header.Set(HeaderSaga, out.SagaID)
 	}
-	ack, err := w.js.PublishMsg(ctx, msg)
+	ack, err := w.js.PublishMsg(ctx, msg, w.publishOpts()...)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
@@ -295,4 +306,14 @@ func fillLineage(rec *schemas.QuarantineRecord) {
 	}
 	n, _ := strconv.Atoi(h.Get(HeaderReplayCount))
 	rec.Lineage = &schemas.Lineage{ReplayOf: of, ReplayCount: max(n, 0), OriginalRequestID: h.Get(HeaderOriginalRequestID)}
+}
+
+// publishOpts repeat a record write while the stream has no leader, for
+// up to leaderWait.
+func (w *Writer) publishOpts() []jetstream.PublishOpt {
+	const every = 250 * time.Millisecond
+	if w.leaderWait <= 0 {
+		return nil
+	}
+	return []jetstream.PublishOpt{jetstream.WithRetryWait(every), jetstream.WithRetryAttempts(int(w.leaderWait / every))}
 }

@@ -28,19 +28,26 @@ import (
 // faultAckWait is the fault personas' ack wait (and lease TTL).
 const faultAckWait = 2 * time.Second
 
+// slowAckWait is the ack wait of the persona whose held retries must
+// survive a consumer leader failover in seconds, not an AckWait.
+const slowAckWait = 60 * time.Second
+
 // faultPersonas are the suite's personas: the persona script in one mode,
-// 1 s of work, with the attempts each may take.
+// 1 s of work, with the attempts each may take (and an ack wait other than
+// faultAckWait).
 var faultPersonas = map[string]struct {
 	mode        string
 	maxAttempts int
 	retryAfter  string
+	ackWait     time.Duration
 }{
-	"ok":        {"ok", 3, "200ms"},
-	"failonce":  {"failonce", 3, "200ms"},
-	"termonce":  {"termonce", 3, "200ms"},
-	"max2":      {"failonce", 2, "200ms"},
-	"failall":   {"failall", 3, "200ms"},
-	"retrylate": {"failonce", 3, "3s"},
+	"ok":        {"ok", 3, "200ms", 0},
+	"failonce":  {"failonce", 3, "200ms", 0},
+	"termonce":  {"termonce", 3, "200ms", 0},
+	"max2":      {"failonce", 2, "200ms", 0},
+	"failall":   {"failall", 3, "200ms", 0},
+	"retrylate": {"failonce", 3, "3s", 0},
+	"retryslow": {"failonce", 3, "3s", slowAckWait},
 }
 
 // faultEnv is one fault scenario: nats-server process(es), a redis-server,
@@ -109,6 +116,10 @@ func (e *faultEnv) config(concurrency int) string {
 	fmt.Fprintf(&b, "defaults:\n  concurrency: %d\n  max_replicas: 4\npersonas:\n", concurrency)
 	for _, name := range sortedKeys(faultPersonas) {
 		p := faultPersonas[name]
+		ackWait := faultAckWait
+		if p.ackWait > 0 {
+			ackWait = p.ackWait
+		}
 		fmt.Fprintf(&b, `  %s:
     invoker:
       type: command
@@ -119,7 +130,7 @@ func (e *faultEnv) config(concurrency int) string {
     timeout: 10s
     ack_wait: %s
     policy: {preset: persona, max_attempts: %d, schedule: {type: fixed, every: %s}}
-`, name, e.script, p.mode, e.runlog, faultAckWait, p.maxAttempts, p.retryAfter)
+`, name, e.script, p.mode, e.runlog, ackWait, p.maxAttempts, p.retryAfter)
 	}
 	return b.String()
 }
@@ -453,6 +464,22 @@ func (e *faultEnv) keepLogs() {
 	e.t.Logf("logs: %s", dir)
 }
 
+// consumerLeader names the server leading the durable consumer of persona
+// on the requests stream ("" while none does).
+func (e *faultEnv) consumerLeader(persona string) string {
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	c, err := e.js.Consumer(ctx, topo.RequestsStream, consumers.Durable(persona))
+	if err != nil {
+		return ""
+	}
+	info, err := c.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
+}
+
 // streamLeader names the server leading stream ("" while none does).
 func (e *faultEnv) streamLeader(stream string) string {
 	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
@@ -475,4 +502,31 @@ func (e *faultEnv) provision() {
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
 	require.NoError(e.t, consumers.Provision(ctx, e.js, consumers.Topology{Replicas: len(e.nats)}, nil))
+}
+
+// node is the nats-server process named name (n1, n2, …), nil if none.
+func (e *faultEnv) node(name string) *natsProc {
+	for i, n := range e.nats {
+		if name == fmt.Sprintf("n%d", i+1) {
+			return n
+		}
+	}
+	return nil
+}
+
+// retryLateness is the longest wait past delay between an attempt's end
+// and the next attempt's start, over reqs.
+func (e *faultEnv) retryLateness(reqs []*schemas.PersonaRequest, delay time.Duration) time.Duration {
+	runs := e.runs()
+	var worst time.Duration
+	for _, r := range reqs {
+		rs := runs[r.RequestID]
+		for i := 1; i < len(rs); i++ {
+			if rs[i-1].end.IsZero() {
+				continue
+			}
+			worst = max(worst, rs[i].start.Sub(rs[i-1].end)-delay)
+		}
+	}
+	return worst
 }

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"fmt"
 	"slices"
 	"syscall"
 	"testing"
@@ -160,16 +159,18 @@ func TestFaultRedisWiped(t *testing.T) {
 	e.record(res)
 }
 
-// On a 3-node cluster (streams R3) the node leading the requests stream is
-// SIGKILLed while requests wait for their retry (3 s after a failed first
-// attempt), and started again: the retries run once, on time or after a
-// failover, never beside each other.
+// On a 3-node cluster (streams R3) the node leading the retrying persona's
+// consumer is SIGKILLed while requests wait for their retry (3 s after a
+// failed first attempt), and started again: the retries run once, never
+// beside each other, and on time but for the failover — the persona's
+// AckWait is a minute, so a retry whose nak was lost with the leader and
+// not sent again would wait that minute.
 func TestFaultClusterNodeKilledMidRetry(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t, 3)
 	e.provision()
 	e.replicas("cluster", 2, 4)
-	reqs := e.requests("cluster", 8, "retrylate", "ok")
+	reqs := e.requests("cluster", 8, "retryslow", "ok")
 	e.publish(reqs...)
 	waitUntil(t, "half the retrying requests failed their first attempt", 60*time.Second, func() bool {
 		failed := 0
@@ -180,23 +181,21 @@ func TestFaultClusterNodeKilledMidRetry(t *testing.T) {
 		}
 		return failed >= 4
 	})
-	leader := e.streamLeader(topo.RequestsStream)
-	var victim *natsProc
-	for i, n := range e.nats {
-		if leader == fmt.Sprintf("n%d", i+1) {
-			victim = n
-		}
-	}
-	require.NotNil(t, victim, "requests stream leader %q", leader)
+	leader := e.consumerLeader("retryslow")
+	victim := e.node(leader)
+	require.NotNil(t, victim, "retryslow consumer leader %q", leader)
 	victim.kill()
 	killedAt := time.Now()
-	waitUntil(t, "a new requests stream leader", 30*time.Second, func() bool {
-		l := e.streamLeader(topo.RequestsStream)
+	waitUntil(t, "a new consumer leader", 30*time.Second, func() bool {
+		l := e.consumerLeader("retryslow")
 		return l != "" && l != leader
 	})
 	failover := time.Since(killedAt)
 	victim.restart(t)
 	res := e.check(reqs, 2*time.Minute)
-	e.note("requests stream leader %s SIGKILLed mid-retry, new leader after %s, restarted", leader, failover.Round(100*time.Millisecond))
+	late := e.retryLateness(reqs, 3*time.Second)
+	e.note("retryslow consumer leader %s SIGKILLed mid-retry, new leader after %s, restarted; retries at most %s late (AckWait %s)",
+		leader, failover.Round(100*time.Millisecond), late.Round(100*time.Millisecond), slowAckWait)
+	require.Less(t, late, failover+10*time.Second, "a retry lost in the failover waited for AckWait")
 	e.record(res)
 }

@@ -336,3 +336,11 @@ func TestPublishInputTooLargeSaysSo(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "invalid flag --input: over 524288 bytes")
 }
+
+// --version names the build and the NATS client it was built with.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, context.Background(), "--version")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^personaq \S+.* \(go1\.[0-9.]+(, nats\.go v\S+)?\)\n$`, out) // a test binary lists no dependencies
+}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -111,12 +110,11 @@ func consoleLedger(ctx context.Context, g *globals, log zerolog.Logger) (console
 		log.Info().Msg("console: no attempt ledger (--redis-url): task timelines are off")
 		return nil, func() {}
 	}
-	opts, err := redis.ParseURL(url)
+	client, err := ledger.NewClientURL(url)
 	if err != nil {
 		log.Warn().Err(err).Msg("console: invalid --redis-url: task timelines are off")
 		return nil, func() {}
 	}
-	client := redis.NewClient(opts)
 	l, err := ledger.New(ledger.Config{Client: client})
 	if err != nil {
 		client.Close()

@@ -41,20 +41,19 @@ func scaledPolicy(p retry.Policy, scale float64) retry.Policy {
 
 // devLedger connects to --redis-url when given, else starts miniredis.
 func devLedger(g *globals) (consumers.Ledger, func(), error) {
-	var client *redis.Client
+	var client redis.UniversalClient
 	stop := func() {}
 	if g.redisURL != "" {
-		opts, err := redis.ParseURL(g.redisURL)
-		if err != nil {
+		var err error
+		if client, err = ledger.NewClientURL(g.redisURL); err != nil {
 			return nil, nil, fmt.Errorf("invalid flag --redis-url: %w", err)
 		}
-		client = redis.NewClient(opts)
 	} else {
 		m, err := startEmbeddedRedis()
 		if err != nil {
 			return nil, nil, err
 		}
-		client, stop = redis.NewClient(&redis.Options{Addr: m.Addr()}), m.Close
+		client, stop = ledger.NewClient(&redis.UniversalOptions{Addrs: []string{m.Addr()}}), m.Close
 	}
 	led, err := ledger.New(ledger.Config{Client: client})
 	if err != nil {

@@ -54,6 +54,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Run AI-agent persona requests on NATS JetStream with explicit, bounded retries",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Version(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			_, err := g.logger()
 			return err
@@ -61,6 +62,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetVersionTemplate("personaq {{.Version}}\n")
 	f := root.PersistentFlags()
 	f.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env NATS_URL)")
 	f.StringVar(&g.redisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL for the attempt ledger (env REDIS_URL)")

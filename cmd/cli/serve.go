@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,8 +142,7 @@ func serveLedger(ctx context.Context, cmd *cobra.Command, g *globals, cfg *confi
 	if opts == nil {
 		return nil, nil, errors.New("serve needs a real Redis for the attempt ledger: set redis.url in the config, PERSONAQ_REDIS_URL, or --redis-url (personaq dev runs without one)")
 	}
-	tightenRedisTimeouts(opts)
-	client := redis.NewUniversalClient(opts)
+	client := ledger.NewClient(opts)
 	led, err := ledger.New(ledger.Config{Client: client, TTL: cfg.Redis.TTL.Std(), Prefix: cfg.Redis.Prefix})
 	if err != nil {
 		client.Close()
@@ -155,23 +153,4 @@ func serveLedger(ctx context.Context, cmd *cobra.Command, g *globals, cfg *confi
 		return nil, nil, fmt.Errorf("cannot reach Redis at %v: %w", opts.Addrs, err)
 	}
 	return led, func() { client.Close() }, nil
-}
-
-// tightenRedisTimeouts keeps an outage from stalling workers: go-redis's
-// defaults (5s dial, 3s read, 3 retries with backoff) add up to ~35s per
-// call against a stopped server; the runtime would rather release the
-// message and report not ready.
-func tightenRedisTimeouts(o *redis.UniversalOptions) {
-	if o.DialTimeout == 0 {
-		o.DialTimeout = time.Second
-	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = time.Second
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = time.Second
-	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 1
-	}
 }

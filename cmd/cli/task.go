@@ -229,17 +229,17 @@ func taskLedgerClient(ctx context.Context, g *globals, configPath string) (redis
 		if opts == nil {
 			return nil, "", fmt.Errorf("%s configures no Redis (redis.url, redis.addrs or redis.sentinel): there is no ledger to read", configPath)
 		}
-		return redis.NewUniversalClient(opts), cfg.Redis.Prefix, nil
+		return ledger.NewClient(opts), cfg.Redis.Prefix, nil
 	}
 	url, err := ledgerURL(ctx, g)
 	if err != nil {
 		return nil, "", err
 	}
-	opts, err := redis.ParseURL(url)
+	client, err := ledger.NewClientURL(url)
 	if err != nil {
 		return nil, "", fmt.Errorf("invalid flag --redis-url: %w", err)
 	}
-	return redis.NewClient(opts), "", nil
+	return client, "", nil
 }
 
 func ledgerURL(ctx context.Context, g *globals) (string, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/ledger"
 )
 
 // Topology returns the stream and subject names for the runtime.
@@ -98,7 +99,7 @@ func (f *File) RedisOptions() (*redis.UniversalOptions, error) {
 			}
 			return nil, probs.err()
 		}
-		o = universal(p)
+		o = ledger.Universal(p)
 	case c.Sentinel.MasterName != "":
 		o.MasterName = c.Sentinel.MasterName
 		o.Addrs = append([]string(nil), c.Sentinel.Addrs...)
@@ -126,20 +127,6 @@ func (f *File) RedisOptions() (*redis.UniversalOptions, error) {
 		o.TLSConfig = tc
 	}
 	return o, nil
-}
-
-// universal carries what redis.ParseURL can set over to UniversalOptions.
-func universal(p *redis.Options) *redis.UniversalOptions {
-	return &redis.UniversalOptions{
-		Addrs: []string{p.Addr}, ClientName: p.ClientName, DB: p.DB, Protocol: p.Protocol,
-		Username: p.Username, Password: p.Password,
-		MaxRetries: p.MaxRetries, MinRetryBackoff: p.MinRetryBackoff, MaxRetryBackoff: p.MaxRetryBackoff,
-		DialTimeout: p.DialTimeout, ReadTimeout: p.ReadTimeout, WriteTimeout: p.WriteTimeout,
-		PoolFIFO: p.PoolFIFO, PoolSize: p.PoolSize, PoolTimeout: p.PoolTimeout,
-		MinIdleConns: p.MinIdleConns, MaxIdleConns: p.MaxIdleConns, MaxActiveConns: p.MaxActiveConns,
-		ConnMaxIdleTime: p.ConnMaxIdleTime, ConnMaxLifetime: p.ConnMaxLifetime,
-		TLSConfig: p.TLSConfig,
-	}
 }
 
 // config builds a tls.Config, reading the files now; problems name their

@@ -168,7 +168,7 @@ func TestServerWithARealRuntime(t *testing.T) {
 
 	t.Run("RedisDownAndBack", func(t *testing.T) {
 		rds.Stop()
-		eventuallyStatus(t, base, "/readyz", http.StatusServiceUnavailable, "not ready: ledger unavailable", 15*time.Second)
+		eventuallyStatus(t, base, "/readyz", http.StatusServiceUnavailable, "not ready: ledger: redis unavailable", 15*time.Second)
 		code, _ := get(t, base, "/healthz")
 		require.Equal(t, http.StatusOK, code, "live while not ready")
 		rds.Restart(t)
@@ -236,7 +236,7 @@ func TestReadyzNamesTheFirstUnmetCondition(t *testing.T) {
 		"Reconnecting": {nats.RECONNECTING, nil, http.StatusServiceUnavailable, "not ready: nats connection RECONNECTING\n"},
 		"Closed":       {nats.CLOSED, consumers.ErrNotRunning, http.StatusServiceUnavailable, "not ready: nats connection CLOSED\n"},
 		"NotBound":     {nats.CONNECTED, consumers.ErrNotRunning, http.StatusServiceUnavailable, "not ready: consumers not bound\n"},
-		"LedgerDown":   {nats.CONNECTED, consumers.ErrLedgerUnavailable, http.StatusServiceUnavailable, "not ready: ledger unavailable\n"},
+		"LedgerDown":   {nats.CONNECTED, ledger.ErrUnavailable, http.StatusServiceUnavailable, "not ready: ledger: redis unavailable\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers"
@@ -48,11 +47,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	opts, err := redis.ParseURL(envOr("REDIS_URL", "redis://127.0.0.1:6379/0"))
+	client, err := ledger.NewClientURL(envOr("REDIS_URL", "redis://127.0.0.1:6379/0"))
 	if err != nil {
 		return err
 	}
-	led, err := ledger.New(ledger.Config{Client: redis.NewClient(opts)})
+	led, err := ledger.New(ledger.Config{Client: client})
 	if err != nil {
 		return err
 	}
