@@ -21,6 +21,10 @@ func (r *Runtime) toVerdict(st *attemptState) {
 		st.verdict = verdictQuarantine
 		r.logStop(st)
 	}
+	if d.Warning != "" {
+		st.log.Warn().Int("attempt", st.attempt.Number).Str("policy", st.policy.Name).Str("warning", d.Warning).
+			Msg("retry policy corrected: " + d.Warning)
+	}
 }
 
 // message is the shared wording of retry.Message for this attempt.

@@ -249,7 +249,7 @@ var ErrResponseTooLarge = errors.New("persona response too large")
 var ErrInvalidConfig = errors.New("invalid config")
 
 func configErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return &retry.FieldError{Err: ErrInvalidConfig, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // Envelope is what the built-in invokers hand a persona: the HTTP request

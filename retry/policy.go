@@ -133,5 +133,5 @@ func (p Policy) nonRetryableMatch(typeNames []string) (string, bool) {
 }
 
 func fieldErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, field, fmt.Sprintf(format, args...))
+	return &FieldError{Err: ErrInvalidPolicy, Field: field, Message: fmt.Sprintf(format, args...)}
 }

@@ -267,7 +267,7 @@ func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
 	check := pol
 	check.AttemptTimeout = max(check.AttemptTimeout, 1)
 	if err := check.Validate(); err != nil {
-		probs.addErr(path, retry.ErrInvalidPolicy, err)
+		probs.addErr(path, err, nil)
 	}
 	return pol
 }
