@@ -50,6 +50,7 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 	code, _, errOut := run(t, wctx, "--nats-url", n.URL(), "publish", "--persona", "spender", "--task", "t-usage", "--id", "u-1", "--wait")
 	require.Equal(t, 3, code, "blocked: %s", errOut)
 	require.Contains(t, errOut, "budget_exhausted")
+	require.Contains(t, errOut, "attempt 1 failed (retryable), 500 tokens, $0.25, retrying in 100ms")
 
 	code, out, errOut := run(t, wctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "task", "show", "t-usage")
 	require.Equal(t, 0, code, errOut)
