@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -88,4 +89,5 @@ func (r *Runtime) annotate(ctx context.Context, rec *schemas.QuarantineRecord) {
 	if len(hist) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = hist[0].At.UTC(), hist[len(hist)-1].At.UTC()
 	}
+	rec.Usage = usageRecord(retry.TotalUsage(hist))
 }

@@ -108,7 +108,7 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 		SchemaVersion: schemas.Version, Outcome: outcome, Persona: st.persona.name,
 		Reason: schemas.Reason(st.decision.Reason), Detail: st.decision.Detail, Attempts: st.attempt.Number,
 		Agent: st.attempt.Agent, CorrelationID: st.corrID, QuarantineSeq: qseq,
-		DurationMs: time.Since(st.started).Milliseconds(), At: r.now().UTC(), LastError: st.attempt.Error,
+		DurationMs: r.now().Sub(st.started).Milliseconds(), At: r.now().UTC(), LastError: st.attempt.Error,
 		RequestID: outcomeKey(st), TaskID: "unknown", Step: "unknown",
 	}
 	if st.stored != nil {
@@ -123,6 +123,10 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 	}
 	if p := st.attempt.Progress; p.Known() {
 		ev.Progress = &schemas.Progress{Completed: p.Completed, Total: p.Total}
+	}
+	ev.Usage = usageRecord(st.spent())
+	if st.stored != nil { // quarantined by an earlier delivery: its record has the history
+		ev.Usage = st.stored.Usage
 	}
 	return ev
 }

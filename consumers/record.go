@@ -47,6 +47,7 @@ func (r *Runtime) addHistory(rec *schemas.QuarantineRecord, st *attemptState) {
 	if len(all) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = all[0].At.UTC(), all[len(all)-1].At.UTC()
 	}
+	rec.Usage = usageRecord(retry.TotalUsage(all))
 }
 
 func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
@@ -60,5 +61,6 @@ func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
 	if a.Progress.Known() {
 		ar.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
 	}
+	ar.Usage = usageRecord(a.Usage)
 	return ar
 }

@@ -61,7 +61,10 @@ type Config struct {
 	FetchMaxWait time.Duration
 	// Presets resolves policy names that requests carry. Default: retry.Preset.
 	Presets func(name string) (retry.Policy, error)
-	// Now is the clock. Default: time.Now.
+	// Now is the clock of a request's life: attempt and record times,
+	// durations, the step deadline and the delays computed from it.
+	// Leases, heartbeats and settle confirmations keep the real clock,
+	// because the server's AckWait does. Default: time.Now.
 	Now func() time.Time
 	// Observer receives measurements (Prometheus metrics). Default: none.
 	Observer Observer

@@ -153,13 +153,16 @@ func TestRuntimeHeartbeatsKeepLongAttemptsFromRedelivery(t *testing.T) {
 	p := persona("slow", handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
 		c.add(req, "r1")
 		select {
-		case <-time.After(1500 * time.Millisecond): // three AckWaits, under the 2s attempt timeout
+		case <-time.After(2500 * time.Millisecond): // 2.5 AckWaits, under the 5s attempt timeout
 		case <-ctx.Done():
 			return handlers.Result{}, ctx.Err()
 		}
 		return handlers.Result{}, nil
 	}), fastPolicy(3))
-	p.AckWait = 500 * time.Millisecond
+	// AckWait 1 s: heartbeats every ~333 ms keep a margin for a loaded
+	// machine under -race (500 ms failed about one run in three there).
+	p.AckWait = time.Second
+	p.Policy.AttemptTimeout = 5 * time.Second
 	h.start(p)
 
 	req := h.publish("slow", "t-long")

@@ -78,6 +78,10 @@ func annotateAttempt(span trace.Span, st *attemptState) {
 	if p := at.Progress; p.Known() {
 		a = append(a, tracing.ProgressCompleted.Int(p.Completed), tracing.ProgressTotal.Int(p.Total))
 	}
+	a = append(a, tracing.UsageAttributes(at.Usage.InputTokens, at.Usage.OutputTokens)...)
+	if at.Usage.CostUSD > 0 {
+		a = append(a, tracing.CostUSD.Float64(at.Usage.CostUSD))
+	}
 	if at.Class.Failed() {
 		a = append(a, semconv.ErrorTypeKey.String(at.Class.String()))
 		span.SetStatus(codes.Error, at.Error)

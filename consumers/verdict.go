@@ -21,6 +21,10 @@ func (r *Runtime) toVerdict(st *attemptState) {
 		st.verdict = verdictQuarantine
 		r.logStop(st)
 	}
+	if d.Warning != "" {
+		st.log.Warn().Int("attempt", st.attempt.Number).Str("policy", st.policy.Name).Str("warning", d.Warning).
+			Msg("retry policy corrected: " + d.Warning)
+	}
 }
 
 // message is the shared wording of retry.Message for this attempt.
@@ -71,6 +75,9 @@ func (r *Runtime) logStop(st *attemptState) {
 	e := r.logAttempt(st, level).Str("reason", d.Reason).Str("detail", d.Detail).Bool("blocked", d.Blocked)
 	if d.Action == retry.ActionDefer && d.Plateau != nil {
 		e = e.Int("plateau_completed", d.Plateau.Completed).Int("plateau_total", d.Plateau.Total)
+	}
+	if d.Reason == retry.ReasonBudgetExhausted {
+		e = logBudget(st, e)
 	}
 	e.Msg(r.message(st))
 }

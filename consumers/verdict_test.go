@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,4 +68,28 @@ func TestRuntimeLogsAdaptiveRetryDecisions(t *testing.T) {
 	require.Contains(t, rec.Detail, "zero progress on all 3 attempts (likely API/connection issue); escalated")
 	require.Contains(t, logs.String(), `"message":"[RETRY 1] API error: connection refused on attempt 1"`)
 	require.Contains(t, logs.String(), `"blocked":false,"message":"[RETRY 3] API error: connection refused on attempt 3 - all retries exhausted; task escalated"`)
+}
+
+// negativeSchedule is a custom schedule with a bug: a negative delay.
+type negativeSchedule struct{}
+
+func (negativeSchedule) Delay(int) time.Duration { return -time.Second }
+func (negativeSchedule) String() string          { return "negative" }
+
+// A schedule's out-of-range delay is replaced by a safe one, and the
+// runtime says so: the operator learns the policy is wrong.
+func TestRuntimeLogsACorrectedDelay(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	var logs syncBuffer
+	pol := fastPolicy(2)
+	pol.Schedule = negativeSchedule{}
+	h.logTo = &logs
+	h.start(persona("buggy", handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) {
+		return handlers.Result{}, errors.New("try again")
+	}), pol))
+	h.publish("buggy", "task-buggy")
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `"warning":`) && strings.Contains(logs.String(), "retry policy corrected")
+	}, 10*time.Second, 10*time.Millisecond, "no warning logged")
 }

@@ -29,8 +29,7 @@ func ParsePersonaTimeoutsJSON(s string) (map[string]time.Duration, error) {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {
-		return nil, fmt.Errorf("%w: %s: want an object of persona to milliseconds: %w",
-			ErrInvalidPolicy, PersonaTimeoutsEnv, err)
+		return nil, fieldErr(PersonaTimeoutsEnv, "want an object of persona to milliseconds: %v", err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		d, err := personaTimeoutMs(name, raw[name])

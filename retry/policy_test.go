@@ -108,3 +108,15 @@ func TestPolicyMaxRetries(t *testing.T) {
 		require.Equal(t, want, retry.Policy{MaxAttempts: attempts}.MaxRetries())
 	}
 }
+
+// A policy problem names its field as data: callers report it under their
+// own path with errors.As, never by reading the text.
+func TestValidateReturnsAFieldError(t *testing.T) {
+	t.Parallel()
+	p := retry.Policy{MaxAttempts: 0}
+	var fe *retry.FieldError
+	require.ErrorAs(t, p.Validate(), &fe)
+	require.ErrorIs(t, fe, retry.ErrInvalidPolicy)
+	require.NotEmpty(t, fe.Field)
+	require.NotContains(t, fe.Message, fe.Field+":", "the message does not repeat the field")
+}

@@ -25,8 +25,6 @@ var pendingMetrics = map[string]string{
 	"personaq_limiter_wait_seconds":     "flow control: rate limits",
 	"personaq_limiter_cooldowns_total":  "flow control: rate limits",
 	"personaq_provider_throttled_total": "flow control: rate limits",
-	"personaq_tokens_total":             "token usage and budgets",
-	"personaq_cost_usd_total":           "token usage and budgets",
 }
 
 // describingRegistry keeps every collector registered on it, so the test

@@ -57,7 +57,7 @@ func (p *tracedPersona) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"overloaded"}`, http.StatusServiceUnavailable)
 		return
 	}
-	_, _ = fmt.Fprintf(w, `{"plan":"done on attempt %d"}`, n)
+	_, _ = fmt.Fprintf(w, `{"plan":"done on attempt %d","usage":{"input_tokens":1200,"output_tokens":350,"cost_usd":0.012}}`, n)
 }
 
 func (p *tracedPersona) header(n int) string {
@@ -139,7 +139,7 @@ func TestTraceFromSubmitThroughRetryOnAnotherReplica(t *testing.T) {
 	defer cancel()
 	res, err := c.Await(actx, req.RequestID)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"plan":"done on attempt 2"}`, string(res.Output))
+	require.JSONEq(t, `{"plan":"done on attempt 2","usage":{"input_tokens":1200,"output_tokens":350,"cost_usd":0.012}}`, string(res.Output))
 
 	send := spans(rec, "send personaq.requests.planner", ofRequest(req.RequestID))
 	require.Len(t, send, 1)
@@ -194,11 +194,15 @@ func TestTraceFromSubmitThroughRetryOnAnotherReplica(t *testing.T) {
 	require.Equal(t, "retryable", a1["error.type"].AsString())
 	require.Equal(t, codes.Error, attempts[0].Status().Code)
 	require.Empty(t, attempts[0].Links())
+	require.NotContains(t, a1, tracing.GenAIUsageInputTokens, "attempt 1 reported no usage")
 
 	require.Equal(t, "agent-b", a2[tracing.Agent].AsString())
 	require.Equal(t, "succeeded", a2[tracing.Class].AsString())
 	require.Equal(t, "ack", a2[tracing.Decision].AsString())
 	require.NotEqual(t, codes.Error, attempts[1].Status().Code)
+	require.Equal(t, int64(1200), a2["gen_ai.usage.input_tokens"].AsInt64(), "the usage the persona reported")
+	require.Equal(t, int64(350), a2["gen_ai.usage.output_tokens"].AsInt64())
+	require.InDelta(t, 0.012, a2[tracing.CostUSD].AsFloat64(), 1e-9)
 	require.Len(t, attempts[1].Links(), 1, "the retry links to the failed attempt")
 	link := attempts[1].Links()[0]
 	require.Equal(t, attempts[0].SpanContext().SpanID(), link.SpanContext.SpanID())

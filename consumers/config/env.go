@@ -183,7 +183,7 @@ func (f *File) applyEnv(env func(string) (string, bool), probs *problems) map[st
 	raw, _ := env(retry.PersonaTimeoutsEnv)
 	timeouts, err := retry.ParsePersonaTimeoutsJSON(raw)
 	if err != nil {
-		probs.add("", "%s", strings.TrimPrefix(err.Error(), retry.ErrInvalidPolicy.Error()+": "))
+		probs.addErr("", err, nil)
 	}
 	return timeouts
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/personaq/personaq/retry"
 )
 
 // ErrInvalid is wrapped by every configuration problem. Load returns all
@@ -51,25 +53,22 @@ func (p *problems) addLine(field string, line int, format string, args ...any) {
 	*p = append(*p, &FieldError{Field: field, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
-// addErr records err (from retry or handlers validation) under field, with
-// the prefix those packages put on it taken off, so the message reads
-// "invalid config: personas.p.policy.max_attempts: must be …".
-func (p *problems) addErr(field string, sentinel, err error) {
-	sub, msg := splitField(strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
+// addErr records err (from retry or handlers validation) under field: a
+// *retry.FieldError's own field goes below it, so the message reads
+// "invalid config: personas.p.policy.max_attempts: must be …". redact,
+// when set, hides secrets the message quotes.
+func (p *problems) addErr(field string, err error, redact func(string) string) {
+	sub, msg := "", err.Error()
+	if fe := (*retry.FieldError)(nil); errors.As(err, &fe) {
+		sub, msg = fe.Field, fe.Message
+	}
+	if redact != nil {
+		msg = redact(msg)
+	}
 	*p = append(*p, &FieldError{Field: join(field, sub), Message: msg})
 }
 
 func (p problems) err() error { return errors.Join(p...) }
-
-// splitField splits "field: message" as retry and handlers format them.
-// A message with no field part comes back whole.
-func splitField(s string) (field, msg string) {
-	f, m, ok := strings.Cut(s, ": ")
-	if !ok || strings.ContainsAny(f, " \t") {
-		return "", s
-	}
-	return f, m
-}
 
 // join appends a YAML path segment.
 func join(path, key string) string {

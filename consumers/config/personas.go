@@ -68,7 +68,7 @@ func (iv InvokerConfig) handler(path string, probs *problems) handlers.Handler {
 			MaxResponseBytes: iv.MaxResponseBytes, ValidationOn422: iv.ValidationOn422,
 		})
 		if err != nil {
-			probs.addErr(path, handlers.ErrInvalidConfig, redactedErr{err, iv.URL})
+			probs.addErr(path, err, func(s string) string { return redactIn(s, iv.URL) })
 			return nil
 		}
 		return h
@@ -88,7 +88,7 @@ func (iv InvokerConfig) handler(path string, probs *problems) handlers.Handler {
 			KillGrace: iv.KillGrace.Std(),
 		})
 		if err != nil {
-			probs.addErr(path, handlers.ErrInvalidConfig, err)
+			probs.addErr(path, err, nil)
 			return nil
 		}
 		return h
@@ -112,17 +112,10 @@ func envList(env map[string]string) []string {
 	return out
 }
 
-// redactedErr hides a URL's secrets in an error that quotes the URL.
-type redactedErr struct {
-	err error
-	url string
-}
-
-func (e redactedErr) Error() string {
-	if e.url == "" {
-		return e.err.Error()
+// redactIn hides url's secrets in a message that quotes it.
+func redactIn(msg, url string) string {
+	if url == "" {
+		return msg
 	}
-	return strings.ReplaceAll(e.err.Error(), e.url, RedactURL(e.url))
+	return strings.ReplaceAll(msg, url, RedactURL(url))
 }
-
-func (e redactedErr) Unwrap() error { return e.err }

@@ -179,6 +179,10 @@ func Seconds(key attribute.Key, d time.Duration) attribute.KeyValue {
 	return key.Float64(d.Seconds())
 }
 
+// CostUSD is the provider cost an attempt reported (the GenAI conventions
+// define none).
+const CostUSD = attribute.Key("personaq.usage.cost_usd")
+
 // The GenAI usage attributes of the OpenTelemetry GenAI conventions.
 const (
 	GenAIUsageInputTokens  = attribute.Key("gen_ai.usage.input_tokens")
