@@ -61,14 +61,23 @@ func annotateAttempt(span trace.Span, st *attemptState) {
 			span.AddLink(l)
 		}
 	}
-	if st.attempt.At.IsZero() { // no handler ran: say why
-		span.SetAttributes(append(a, tracing.Decision.String(verdictName(st)))...)
-		return
+	a = append(a, tracing.Decision.String(verdictName(st)))
+	if !st.attempt.At.IsZero() { // a handler ran
+		a = append(a, attemptAttributes(st)...)
 	}
+	if at := st.attempt; at.Class.Failed() {
+		a = append(a, semconv.ErrorTypeKey.String(at.Class.String()))
+		span.SetStatus(codes.Error, at.Error)
+	}
+	span.SetAttributes(a...)
+}
+
+// attemptAttributes describe an attempt that ran: who ran it, how it
+// ended, what comes next, and what it reported.
+func attemptAttributes(st *attemptState) []attribute.KeyValue {
 	at := st.attempt
-	a = append(a, tracing.Attempt.Int(at.Number), tracing.MaxAttempts.Int(st.policy.MaxAttempts),
-		tracing.Agent.String(at.Agent), tracing.Role.String(string(at.Role)), tracing.Class.String(at.Class.String()),
-		tracing.Decision.String(verdictName(st)))
+	a := []attribute.KeyValue{tracing.Attempt.Int(at.Number), tracing.MaxAttempts.Int(st.policy.MaxAttempts),
+		tracing.Agent.String(at.Agent), tracing.Role.String(string(at.Role)), tracing.Class.String(at.Class.String())}
 	if st.decision.Action == retry.ActionRetry && st.verdict == verdictRetry {
 		a = append(a, tracing.Seconds(tracing.NextDelay, st.decision.Delay), tracing.NextAgent.String(st.agentFor(st.decision.Role)))
 	}
@@ -82,11 +91,7 @@ func annotateAttempt(span trace.Span, st *attemptState) {
 	if at.Usage.CostUSD > 0 {
 		a = append(a, tracing.CostUSD.Float64(at.Usage.CostUSD))
 	}
-	if at.Class.Failed() {
-		a = append(a, semconv.ErrorTypeKey.String(at.Class.String()))
-		span.SetStatus(codes.Error, at.Error)
-	}
-	span.SetAttributes(a...)
+	return a
 }
 
 // verdictName names what the pipeline decided for a delivery.
