@@ -30,6 +30,7 @@ tools: ## install staticcheck from the Go module proxy
 bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkPipelineRatio$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkPipeline$$' -benchtime=5000x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkTracingRatio$$' -benchtime=3x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkRedeliveryLateness$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSlowInFlight$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./consumers/ledger/ ./schemas/

@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -325,6 +326,7 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 		ctx, cancel := context.WithTimeout(msg.Context(), timeout)
 		defer cancel()
 		st.attempt.At = r.now()
+		st.attempt.Trace = tracing.Traceparent(ctx)
 		st.ctx = ctx
 		r.attemptStarted(st)
 		if _, err := next(msg); err != nil {

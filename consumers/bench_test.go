@@ -122,7 +122,7 @@ type benchPipelineResult struct {
 // async outcome event) with a trivial succeeding handler, and returns the
 // time from starting Run until the handler has seen n successes and the
 // work-queue stream is empty. Only that part runs under the benchmark timer.
-func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool) benchPipelineResult {
+func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool, mods ...func(*consumers.Config)) benchPipelineResult {
 	b.Helper()
 	b.StopTimer()
 	topo := e.benchTopology(b)
@@ -146,6 +146,9 @@ func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool) benchPipel
 	}
 	if withLedger {
 		cfg.Ledger = e.benchLedger(b)
+	}
+	for _, mod := range mods {
+		mod(&cfg)
 	}
 	rt, err := consumers.New(cfg)
 	if err != nil {

@@ -9,12 +9,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/schemas"
 )
 
 // PublishRequest validates req and publishes it on its persona's subject
 // with Nats-Msg-Id = request id, so a retried publish within the stream's
 // duplicate window is stored once. The PubAck says whether it was a duplicate.
+// The trace context of ctx travels in the message headers (traceparent).
 func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req *schemas.PersonaRequest, opts ...PublishOption) (*jetstream.PubAck, error) {
 	t = t.WithDefaults()
 	data, err := schemas.Encode(req)
@@ -26,6 +28,7 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req
 	if req.CorrelationID != "" {
 		msg.Header.Set(HeaderCorrelationID, req.CorrelationID)
 	}
+	tracing.Inject(ctx, msg.Header) // the caller's span (the client's send span) parents every attempt
 	for _, o := range opts {
 		o(msg)
 	}

@@ -11,8 +11,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -77,6 +79,9 @@ type Config struct {
 	// Compensations run saga compensation requests by kind (seed 003); with
 	// none, this replica runs no sweeper (`personaq compensate sweep` can).
 	Compensations map[schemas.CompensationKind]dlq.CompensationFunc
+	// TracerProvider makes the spans of every delivery (see package
+	// tracing). Default: the global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime runs persona requests from JetStream through the retry pipeline.
@@ -94,6 +99,7 @@ type Runtime struct {
 	health   health
 	obs      Observer
 	leases   *leaseKeeper
+	tracer   trace.Tracer
 	// epoch is when the ledger's data set began (unix ms; 0: unknown).
 	epoch atomic.Int64
 	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
@@ -145,6 +151,7 @@ func New(cfg Config) (*Runtime, error) {
 	if r.obs == nil {
 		r.obs = nopObserver{}
 	}
+	r.tracer = tracing.Tracer(cfg.TracerProvider)
 	r.dlq = r.newWriter()
 	r.outcomes = NewOutcomes(r.js, r.topo)
 	if r.ledger != nil {
@@ -280,7 +287,7 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 		return nil, nil, err
 	}
 	var subs []*Subscriber
-	router.AddMiddleware(r.settleMiddleware, r.decodeMiddleware, r.ledgerMiddleware, r.decideMiddleware)
+	router.AddMiddleware(r.traceMiddleware, r.settleMiddleware, r.decodeMiddleware, r.ledgerMiddleware, r.decideMiddleware)
 	for _, p := range r.personas {
 		sub, err := NewSubscriber(SubscriberConfig{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,

@@ -40,7 +40,7 @@ func (r *Runtime) settleMiddleware(next message.HandlerFunc) message.HandlerFunc
 			NackWithDelay(msg, faultDelay)
 			return nil, nil
 		}
-		r.apply(msg, st)
+		r.tracedApply(msg, st)
 		return nil, nil
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/schemas"
 )
@@ -33,6 +34,9 @@ type InspectorConfig struct {
 	PayloadBucket string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// TracerProvider makes the send span of each replay. Default: the
+	// global provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Inspector browses, replays and purges the quarantine. Every method takes

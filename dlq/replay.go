@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
 	"golang.org/x/time/rate"
 
 	"github.com/personaq/personaq/schemas"
@@ -176,8 +177,11 @@ func (i *Inspector) publishReplay(ctx context.Context, msg *nats.Msg, it *Replay
 			return nil
 		}
 	}
+	ctx, span := i.replaySpan(ctx, msg, it)
+	defer span.End()
 	ack, err := i.js.PublishMsg(ctx, msg)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 			return fmt.Errorf("no stream stores %s: %w", msg.Subject, err)
 		}

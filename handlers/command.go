@@ -122,7 +122,8 @@ func (c CommandConfig) withDefaults() CommandConfig {
 // process per attempt.
 //
 // The program reads the attempt's Envelope as JSON on stdin and finds the
-// attempt in PERSONAQ_* environment variables. Stdout lines of the form
+// attempt in PERSONAQ_* environment variables, and its trace context in
+// TRACEPARENT and TRACESTATE. Stdout lines of the form
 // {"progress":{"completed":N,"total":M}} report progress (the last wins);
 // a line {"error_type":"CommitError","error":"nothing to commit"} on
 // stdout, or as the last line of stderr, names the error type of a failed
@@ -162,6 +163,7 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	stdout := &stdoutSink{max: c.cfg.MaxOutputBytes}
 	stderr := &tailWriter{max: c.cfg.StderrTail}
 	cmd := c.command(req, stdin)
+	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return Result{}, c.startError(err)

@@ -38,7 +38,8 @@ type HTTPConfig struct {
 	Client *http.Client
 	// Headers are set on every request (e.g. Authorization). personaq's own
 	// headers (Content-Type, X-Correlation-ID, Idempotency-Key,
-	// X-Personaq-*) take precedence.
+	// X-Personaq-*, and the attempt's W3C traceparent/tracestate) take
+	// precedence.
 	Headers map[string]string
 	// MaxResponseBytes bounds a response body; a 2xx answer longer than
 	// this fails as terminal (ErrResponseTooLarge). Default: 1 MiB; raise it
@@ -180,6 +181,7 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 	r.Header.Set("Idempotency-Key", idempotencyKey(req))
 	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
 	r.Header.Set("X-Personaq-Agent", req.Agent)
+	injectTrace(ctx, r.Header)
 	if req.ProgressInterval > 0 {
 		r.Header.Set("X-Personaq-Progress-Interval-Ms", strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
 	}

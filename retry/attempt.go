@@ -56,4 +56,7 @@ type Attempt struct {
 	// Usage is what the attempt consumed (tokens, cost), as its handler
 	// reported it; zero when it reported nothing.
 	Usage Usage
+	// Trace is the W3C traceparent of the attempt's span (empty when it
+	// was not traced): the next attempt's span links to it.
+	Trace string
 }

@@ -157,7 +157,7 @@ func publishWorkload(ctx context.Context, js jetstream.JetStream, perPersona int
 			if name == "plateau" {
 				req.Agents.Fallback, req.ProgressTotal = "agent-b", 9
 			}
-			if _, err := consumers.PublishRequest(ctx, js, consumers.Topology{}, req); err != nil {
+			if err := publishTraced(ctx, js, req); err != nil {
 				return err
 			}
 			sum.expect(req)

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +23,15 @@ func metricsFlag(fs *pflag.FlagSet, addr *string) {
 // nil *metricsEndpoint (no --metrics-addr) does nothing.
 type metricsEndpoint struct {
 	addr string
-	reg  *prometheus.Registry
+	reg  registry
 	obs  *metrics.Metrics
+	rt   atomic.Pointer[consumers.Runtime]
+}
+
+// registry is where a replica's collectors go and what /metrics serves.
+type registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
 }
 
 // newMetricsEndpoint returns nil when addr is empty.
@@ -30,8 +39,22 @@ func newMetricsEndpoint(addr string) *metricsEndpoint {
 	if addr == "" {
 		return nil
 	}
-	reg := prometheus.NewRegistry()
-	return &metricsEndpoint{addr: addr, reg: reg, obs: metrics.New(reg)}
+	return newMetricsOn(addr, prometheus.NewRegistry())
+}
+
+// newMetricsOn registers on reg every collector a replica exports: the
+// runtime's Observer, and the backlog and ledger state read at each
+// scrape once the runtime runs (the dashboards and alert rules in
+// deployments/ are checked against this list).
+func newMetricsOn(addr string, reg registry) *metricsEndpoint {
+	e := &metricsEndpoint{addr: addr, reg: reg, obs: metrics.New(reg)}
+	reg.MustRegister(metrics.NewRuntimeCollector(func() metrics.RuntimeState {
+		if rt := e.rt.Load(); rt != nil {
+			return rt
+		}
+		return nil
+	}, 2*time.Second))
+	return e
 }
 
 // observer is the runtime's consumers.Config.Observer (nil: none).
@@ -49,6 +72,7 @@ func (e *metricsEndpoint) start(ctx context.Context, nc *nats.Conn, rt *consumer
 	if e == nil {
 		return func() {}, nil
 	}
+	e.rt.Store(rt)
 	srv, err := metrics.NewServer(metrics.ServerConfig{Addr: e.addr, Gatherer: e.reg, NATS: nc, Runtime: rt})
 	if err != nil {
 		return nil, err

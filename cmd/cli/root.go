@@ -22,9 +22,15 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // Run executes the personaq command line and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stopTracing, err := startTracing(ctx, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "personaq:", err)
+		return 1
+	}
+	defer stopTracing()
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}

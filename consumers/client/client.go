@@ -8,8 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -32,6 +34,10 @@ type Config struct {
 	// consumer, is reused before it is read again. Default: 10s; negative:
 	// read on every call.
 	PersonaCacheTTL time.Duration
+	// TracerProvider makes the send span of each submit, whose trace
+	// context the request carries to every attempt. Default: the global
+	// provider (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Client submits persona requests and awaits their terminal records. It is
@@ -44,6 +50,7 @@ type Client struct {
 	grace   time.Duration
 	cache   *personaCache
 	records *consumers.Outcomes
+	tracer  trace.Tracer
 }
 
 // New validates cfg and returns a Client.
@@ -70,6 +77,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
 	c.records = consumers.NewOutcomes(c.js, c.topo)
+	c.tracer = tracing.Tracer(cfg.TracerProvider)
 	return c, nil
 }
 
@@ -119,10 +127,14 @@ func (c *Client) Submit(ctx context.Context, req *schemas.PersonaRequest, opts .
 }
 
 func (c *Client) publish(ctx context.Context, req *schemas.PersonaRequest, deadline time.Time) (*Submitted, error) {
+	ctx, span := tracing.StartSend(ctx, c.tracer, c.topo.RequestSubject(req.Persona), req.RequestID,
+		tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID), tracing.Step.String(req.Step))
 	ack, err := consumers.PublishRequest(ctx, c.js, c.topo, req, consumers.WithDeadline(deadline))
 	if err != nil {
+		tracing.EndSend(span, tracing.Sent{}, err)
 		return nil, err
 	}
+	tracing.EndSend(span, tracing.Sent{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil)
 	return &Submitted{RequestID: req.RequestID, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate, Deadline: deadline}, nil
 }
 

@@ -34,6 +34,7 @@ type record struct {
 	AtMS         int64    `json:"at_ms"`
 	RequestID    string   `json:"request_id,omitempty"`
 	Usage        *usage   `json:"usage,omitempty"`
+	Trace        string   `json:"trace,omitempty"`
 }
 
 // usage is an attempt's retry.Usage; absent when it reported none.
@@ -63,6 +64,7 @@ func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error
 		DurationMS:   a.Duration.Milliseconds(),
 		AtMS:         a.At.UnixMilli(),
 		RequestID:    requestID,
+		Trace:        a.Trace,
 	}
 	if u := a.Usage; !u.IsZero() {
 		r.Usage = &usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
@@ -104,6 +106,7 @@ func decodeRecord(s string) (retry.Attempt, error) {
 		Progress:   retry.Progress{Completed: r.Progress.Completed, Total: r.Progress.Total},
 		Duration:   time.Duration(r.DurationMS) * time.Millisecond,
 		At:         time.UnixMilli(r.AtMS).UTC(),
+		Trace:      r.Trace,
 	}, nil
 }
 

@@ -100,6 +100,7 @@ func TestServerWithARealRuntime(t *testing.T) {
 		},
 	})
 	require.NoError(t, err)
+	reg.MustRegister(metrics.NewRuntimeCollector(func() metrics.RuntimeState { return rt }, 2*time.Second))
 
 	srv, err := metrics.NewServer(metrics.ServerConfig{Addr: "127.0.0.1:0", Gatherer: reg, NATS: nc, Runtime: rt})
 	require.NoError(t, err)
@@ -144,6 +145,10 @@ func TestServerWithARealRuntime(t *testing.T) {
 			`personaq_handler_duration_seconds_count{persona="echo"}`:                           3,
 			`personaq_redelivery_lateness_seconds_count{persona="flaky"}`:                       1,
 			`personaq_in_flight{persona="echo"}`:                                                0,
+			`personaq_consumer_pending_messages{persona="echo"}`:                                0,
+			`personaq_consumer_ack_pending_messages{persona="broken"}`:                          0,
+			`personaq_consumer_info_up`:                                                         1,
+			`personaq_ledger_up`:                                                                1,
 		}
 		var body string
 		require.Eventually(t, func() bool {
@@ -169,10 +174,17 @@ func TestServerWithARealRuntime(t *testing.T) {
 	t.Run("RedisDownAndBack", func(t *testing.T) {
 		rds.Stop()
 		eventuallyStatus(t, base, "/readyz", http.StatusServiceUnavailable, "not ready: ledger: redis unavailable", 15*time.Second)
+		_, body := get(t, base, "/metrics")
+		up, ok := scraped(body, "personaq_ledger_up")
+		require.True(t, ok)
+		require.Equal(t, 0.0, up, "the ledger-unavailable alert reads this")
 		code, _ := get(t, base, "/healthz")
 		require.Equal(t, http.StatusOK, code, "live while not ready")
 		rds.Restart(t)
 		eventuallyStatus(t, base, "/readyz", http.StatusOK, "ready", 15*time.Second)
+		_, body = get(t, base, "/metrics")
+		up, _ = scraped(body, "personaq_ledger_up")
+		require.Equal(t, 1.0, up)
 	})
 
 	t.Run("NATSDownAndBack", func(t *testing.T) {

@@ -1,0 +1,157 @@
+package consumers
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/retry"
+)
+
+// traceMiddleware is the outermost link: one consumer span per delivery
+// ("process <subject>"), the child of the span whose trace context the
+// message carries (the submit's), so every attempt of a request, on any
+// replica, is in the submit's trace. The attempt's context carries the span
+// to the persona (the HTTP invoker's traceparent header, the command
+// invoker's TRACEPARENT). When the span is not recorded (tracing off, not
+// sampled) nothing else is done: the incoming context is still passed on.
+func (r *Runtime) traceMiddleware(next message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		d, ok := DeliveryFrom(msg.Context())
+		if !ok {
+			return next(msg)
+		}
+		ctx := tracing.ExtractMap(msg.Context(), msg.Metadata)
+		ctx, span := r.tracer.Start(ctx, tracing.SpanName("process", d.Subject), trace.WithSpanKind(trace.SpanKindConsumer))
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
+		}
+		msg.SetContext(ctx)
+		out, err := next(msg)
+		if st := stateOf(msg); st != nil && span.IsRecording() {
+			annotateAttempt(span, st)
+		}
+		return out, err
+	}
+}
+
+func messageID(d *Delivery) string {
+	if d.Msg == nil {
+		return ""
+	}
+	return d.Msg.Headers().Get(jetstream.MsgIDHeader)
+}
+
+// annotateAttempt sets what the delivery's attempt was and how it ended.
+func annotateAttempt(span trace.Span, st *attemptState) {
+	a := []attribute.KeyValue{tracing.Persona.String(st.persona.name)}
+	if q := st.req; q != nil {
+		a = append(a, tracing.TaskID.String(q.TaskID), tracing.Step.String(q.Step), tracing.RequestID.String(q.RequestID),
+			tracing.Correlation.String(st.corrID))
+	}
+	if n := len(st.history); n > 0 {
+		if l, ok := tracing.LinkTo(st.history[n-1].Trace, tracing.LinkPreviousAttempt); ok {
+			span.AddLink(l)
+		}
+	}
+	a = append(a, tracing.Decision.String(verdictName(st)))
+	if !st.attempt.At.IsZero() { // a handler ran
+		a = append(a, attemptAttributes(st)...)
+	}
+	if at := st.attempt; at.Class.Failed() {
+		a = append(a, semconv.ErrorTypeKey.String(at.Class.String()))
+		span.SetStatus(codes.Error, at.Error)
+	}
+	span.SetAttributes(a...)
+}
+
+// attemptAttributes describe an attempt that ran: who ran it, how it
+// ended, what comes next, and what it reported.
+func attemptAttributes(st *attemptState) []attribute.KeyValue {
+	at := st.attempt
+	a := []attribute.KeyValue{tracing.Attempt.Int(at.Number), tracing.MaxAttempts.Int(st.policy.MaxAttempts),
+		tracing.Agent.String(at.Agent), tracing.Role.String(string(at.Role)), tracing.Class.String(at.Class.String())}
+	if st.decision.Action == retry.ActionRetry && st.verdict == verdictRetry {
+		a = append(a, tracing.Seconds(tracing.NextDelay, st.decision.Delay), tracing.NextAgent.String(st.agentFor(st.decision.Role)))
+	}
+	if st.decision.Reason != "" {
+		a = append(a, tracing.Reason.String(st.decision.Reason))
+	}
+	if p := at.Progress; p.Known() {
+		a = append(a, tracing.ProgressCompleted.Int(p.Completed), tracing.ProgressTotal.Int(p.Total))
+	}
+	a = append(a, tracing.UsageAttributes(at.Usage.InputTokens, at.Usage.OutputTokens)...)
+	if at.Usage.CostUSD > 0 {
+		a = append(a, tracing.CostUSD.Float64(at.Usage.CostUSD))
+	}
+	return a
+}
+
+// verdictName names what the pipeline decided for a delivery.
+func verdictName(st *attemptState) string {
+	switch st.verdict {
+	case verdictAck:
+		if st.duplicate {
+			return "duplicate"
+		}
+		return "ack"
+	case verdictRetry:
+		return "retry"
+	case verdictRelease:
+		return "release"
+	case verdictQuarantine:
+		if st.decision.Action == retry.ActionDefer || st.decision.Action == retry.ActionEscalate {
+			return st.decision.Action.String()
+		}
+		return "quarantine"
+	case verdictSettled:
+		return "settled_before"
+	case verdictFenced:
+		return "fenced"
+	}
+	return "none"
+}
+
+// tracedApply is apply inside a settle span ("settle <subject>", a child
+// of the delivery's span) that says how the message was settled.
+func (r *Runtime) tracedApply(msg *message.Message, st *attemptState) {
+	_, span := r.tracer.Start(msg.Context(), tracing.SpanName("settle", st.delivery.Subject), trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	r.apply(msg, st)
+	if span.IsRecording() {
+		span.SetAttributes(settleAttributes(msg, st)...)
+	}
+}
+
+// settleAttributes reads the settle apply made from the message itself.
+func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyValue {
+	subject := st.delivery.Subject
+	if msg.Metadata.Get(MetaFenced) != "" {
+		return append(tracing.SettleAttributes(subject, "none"), tracing.Disposition.String("fenced"))
+	}
+	select {
+	case <-msg.Acked():
+		if reason := msg.Metadata.Get(MetaTermReason); reason != "" {
+			a := append(tracing.SettleAttributes(subject, "term"), tracing.Disposition.String("quarantine"), tracing.Reason.String(reason))
+			if st.final != nil {
+				a = append(a, tracing.Outcome.String(string(st.final.Outcome)), tracing.QuarantineSeq.Int64(int64(st.final.QuarantineSeq)))
+			}
+			return a
+		}
+		return append(tracing.SettleAttributes(subject, "ack"), tracing.Disposition.String("ack"))
+	default:
+	}
+	disp := "release"
+	if st.verdict == verdictRetry {
+		disp = "retry"
+	}
+	return append(tracing.SettleAttributes(subject, "nak"), tracing.Disposition.String(disp),
+		tracing.Seconds(tracing.NextDelay, nakDelay(msg, time.Now())))
+}
