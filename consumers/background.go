@@ -83,7 +83,7 @@ func (r *Runtime) annotate(ctx context.Context, rec *schemas.QuarantineRecord) {
 	}
 	rec.Attempts, rec.Errors = len(hist), nil
 	for _, a := range hist {
-		rec.Errors = append(rec.Errors, attemptRecord(a))
+		rec.Errors = append(rec.Errors, a.Record())
 	}
 	if len(hist) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = hist[0].At.UTC(), hist[len(hist)-1].At.UTC()
