@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -74,9 +75,9 @@ type Config struct {
 	// NoAttemptEvents turns off attempt events (started, failed) on the
 	// attempts stream. Default: published.
 	NoAttemptEvents bool
-	// Compensations run saga compensation requests by kind (seed 003); with
-	// none, this replica runs no sweeper (`personaq compensate sweep` can).
-	Compensations map[schemas.CompensationKind]dlq.CompensationFunc
+	// Compensations run saga compensation requests by kind; with none, this
+	// replica runs no compensations (`personaq compensate sweep` can).
+	Compensations map[schemas.CompensationKind]saga.Func
 }
 
 // Runtime runs persona requests from JetStream through the retry pipeline.
