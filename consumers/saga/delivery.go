@@ -98,16 +98,24 @@ func (q *queue) attempt(ctx context.Context, m jetstream.Msg, sg *Saga, delivere
 	}
 	start := q.r.now()
 	err := q.call(ctx, m, h, sg.Request, pol.AttemptTimeout)
-	if err == nil {
-		return q.compensated(ctx, m, sg, n)
-	}
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		q.release(ctx, m, sg, "compensation cut short; its request is handed back without counting an attempt")
 		return outcome{}
 	}
+	// The handler ran: record its outcome even if ctx ended meanwhile.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err == nil {
+		return q.compensated(sctx, m, sg, n)
+	}
+	return q.failed(sctx, m, sg, pol, retry.Attempt{Number: n, Error: err.Error(), Duration: q.r.now().Sub(start), At: start}, err)
+}
+
+// failed classifies a failed attempt a (its error err) and lets the retry
+// policy decide on the saga's history: a retry, a snooze or the end.
+func (q *queue) failed(ctx context.Context, m jetstream.Msg, sg *Saga, pol retry.Policy, a retry.Attempt, err error) outcome {
 	c := handlers.Classify(err)
-	a := retry.Attempt{Number: n, Class: c.Class, ErrorTypes: c.TypeNames, Error: err.Error(),
-		RetryAfter: c.RetryAfter, Feedback: c.Feedback, Duration: q.r.now().Sub(start), At: start}
+	a.Class, a.ErrorTypes, a.RetryAfter, a.Feedback = c.Class, c.TypeNames, c.RetryAfter, c.Feedback
 	d := decide(pol, sg, a)
 	switch {
 	case d.Action == retry.ActionRetry && !d.Counted:
@@ -117,7 +125,7 @@ func (q *queue) attempt(ctx context.Context, m jetstream.Msg, sg *Saga, delivere
 		return q.retry(ctx, m, sg, a, d)
 	}
 	rec := a.Record()
-	return q.quarantine(ctx, m, sg, err, n, &rec)
+	return q.quarantine(ctx, m, sg, err, a.Number, &rec)
 }
 
 // call runs h under the attempt's timeout, telling the broker the request

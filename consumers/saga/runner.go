@@ -80,7 +80,8 @@ func (c Config) validate() error {
 // with an operator-readable reason naming the kind and target and one
 // compensation_failed record carrying the attempt history. A delivery for a
 // terminal saga is settled without running, so re-running is a no-op; one
-// failing saga never stops the others.
+// failing saga never stops the others. A Runner runs one compensation at a
+// time; runners sharing the consumer (replicas, a CLI sweep) share the work.
 type Runner struct {
 	cfg  Config
 	topo Topology

@@ -159,7 +159,7 @@ func (q *queue) retrying(ctx context.Context) ([]string, error) {
 		}
 		e := fmt.Sprintf("saga %s: %s %s: %d of %d attempts made", sg.ID, sg.Kind, sg.Target, sg.Attempts, q.r.policy(sg.Kind).MaxAttempts)
 		if k := len(sg.Errors); k > 0 {
-			e += fmt.Sprintf(", last failed %s ago: %s", time.Since(sg.Errors[k-1].At).Round(time.Second), sg.Errors[k-1].Error)
+			e += fmt.Sprintf(", last failed %s ago: %s", q.r.now().Sub(sg.Errors[k-1].At).Round(time.Second), sg.Errors[k-1].Error)
 		}
 		out = append(out, e)
 	}
