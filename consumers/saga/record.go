@@ -45,7 +45,7 @@ func (q *queue) writeRecord(ctx context.Context, sg *Saga) error {
 		req = &schemas.CompensationRequest{SagaID: sg.ID, Kind: sg.Kind, Target: sg.Target}
 	}
 	rec := &schemas.QuarantineRecord{
-		SchemaVersion: schemas.Version, ID: "c." + sg.ID + "." + req.RequestID, Reason: schemas.ReasonCompensationFailed,
+		SchemaVersion: schemas.Version, ID: recordID(sg.ID, req.RequestID), Reason: schemas.ReasonCompensationFailed,
 		Detail: sg.TerminalReason + fmt.Sprintf("; saga %s is parked as QUARANTINED: nothing was recorded as compensated, "+
 			"a person must finish or undo %s %s by hand (or fix the cause and replay this record)", sg.ID, sg.Kind, sg.Target),
 		OriginalSubject: q.r.topo.Subject(sg.Kind), Headers: sg.Headers, Payload: sg.Payload,

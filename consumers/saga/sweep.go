@@ -135,7 +135,7 @@ func (q *queue) resume(ctx context.Context) (int, error) {
 		for k, v := range sg.Headers {
 			msg.Header[k] = append([]string(nil), v...)
 		}
-		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("resume.%s.%d", sg.Request.RequestID, sg.Revision))
+		msg.Header.Set(jetstream.MsgIDHeader, resumeMsgID(sg.Request.RequestID, sg.Revision))
 		msg.Header.Set(dlq.HeaderSaga, sg.ID)
 		if _, err := q.r.js.PublishMsg(ctx, msg); err != nil {
 			return n, fmt.Errorf("queue saga %s again: %w", sg.ID, err)

@@ -69,6 +69,16 @@ func (t Topology) Subject(kind schemas.CompensationKind) string {
 	return t.Prefix + "." + string(kind)
 }
 
+// recordID is the compensation_failed record id of a saga's request: fixed,
+// so writing the record again stores one (it is the Nats-Msg-Id).
+func recordID(sagaID, requestID string) string { return "c." + sagaID + "." + requestID }
+
+// resumeMsgID is the Nats-Msg-Id of a request queued again by a sweep for
+// the saga state at revision rev.
+func resumeMsgID(requestID string, rev uint64) string {
+	return fmt.Sprintf("resume.%s.%d", requestID, rev)
+}
+
 // Provision creates or updates the compensation stream, the runners'
 // consumer and the saga bucket. It is idempotent. The consumer has no
 // BackOff: retries come back through NakWithDelay with the policy's delay.
