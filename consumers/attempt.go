@@ -380,6 +380,7 @@ func (r *Runtime) classify(st *attemptState, attemptCtx context.Context) {
 	a := &st.attempt
 	a.Class, a.ErrorTypes, a.RetryAfter, a.Feedback = c.Class, c.TypeNames, c.RetryAfter, c.Feedback
 	a.Progress = st.result.Progress
+	a.Usage = st.result.Usage
 	if st.err != nil {
 		a.Error = st.err.Error()
 		a.Output = string(st.result.Output) // what the persona answered (seed 002 feedback); the ledger bounds it
@@ -404,5 +405,6 @@ func (r *Runtime) invoke(msg *message.Message) error {
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)
 	st.result, st.err = st.persona.handler.Handle(st.ctx, req)
+	r.observeUsage(st)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -89,4 +90,5 @@ func (r *Runtime) annotate(ctx context.Context, rec *schemas.QuarantineRecord) {
 	if len(hist) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = hist[0].At.UTC(), hist[len(hist)-1].At.UTC()
 	}
+	rec.Usage = retry.TotalUsage(hist).Record()
 }

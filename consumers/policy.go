@@ -17,10 +17,15 @@ func (r *Runtime) policyFor(p *personaRuntime, req *schemas.PersonaRequest) (ret
 // RequestPolicy resolves the policy req runs under when its persona's policy
 // is base: the preset the request names (the persona's attempt timeout is
 // kept: timeouts belong to personas, retry shapes to categories), then the
-// request's inline overrides (retry.ForRequest). presets looks a preset up
+// request's inline overrides (retry.ForRequest) and its budget, which can
+// only tighten the policy's (retry.UsageBudget.Tighter). presets looks a preset up
 // (nil: retry.Preset). `personaq policy explain --request` shows the same.
 func RequestPolicy(base retry.Policy, req *schemas.PersonaRequest, presets func(string) (retry.Policy, error)) (retry.Policy, error) {
-	pol, err := retry.ForRequest(base, req.Policy, overrides(req.PolicyOverrides), presets)
+	o := overrides(req.PolicyOverrides)
+	if b := req.Budget; b != nil {
+		o.UsageBudget = retry.UsageBudget{MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD}
+	}
+	pol, err := retry.ForRequest(base, req.Policy, o, presets)
 	if err != nil {
 		return retry.Policy{}, fmt.Errorf("request policy: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -46,4 +47,5 @@ func (r *Runtime) addHistory(rec *schemas.QuarantineRecord, st *attemptState) {
 	if len(all) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = all[0].At.UTC(), all[len(all)-1].At.UTC()
 	}
+	rec.Usage = retry.TotalUsage(all).Record()
 }

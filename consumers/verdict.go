@@ -76,5 +76,8 @@ func (r *Runtime) logStop(st *attemptState) {
 	if d.Action == retry.ActionDefer && d.Plateau != nil {
 		e = e.Int("plateau_completed", d.Plateau.Completed).Int("plateau_total", d.Plateau.Total)
 	}
+	if d.Reason == retry.ReasonBudgetExhausted {
+		e = logBudget(st, e)
+	}
 	e.Msg(r.message(st))
 }

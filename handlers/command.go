@@ -126,8 +126,13 @@ func (c CommandConfig) withDefaults() CommandConfig {
 // {"progress":{"completed":N,"total":M}} report progress (the last wins);
 // a line {"error_type":"CommitError","error":"nothing to commit"} on
 // stdout, or as the last line of stderr, names the error type of a failed
-// run (matched against the policy's non-retryable types); the rest of
-// stdout is the output, kept on failures too. The exit code picks the class
+// run (matched against the policy's non-retryable types); lines
+// {"personaq_usage":{"input_tokens":N,"output_tokens":M,"cost_usd":C}} on
+// stdout (or else on stderr) report the tokens and cost the run used, and
+// add up (one line per model call, or one at the end); without one, an
+// output that is one JSON document with a provider's "usage" object (an
+// agent CLI's JSON result) reports that; the rest of stdout is the output,
+// kept on failures too. The exit code picks the class
 // (see DefaultExitCodes); the end of stderr is the error text. The program runs
 // in its own process group, and nothing in that group outlives the attempt:
 // when the context ends the group gets SIGTERM, then SIGKILL after
@@ -165,10 +170,12 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	stdout.endLine()
 	// The output is kept on failures too: the next attempt may be shown it.
 	res := Result{Progress: stdout.progress, Output: outputOf(stdout.out)}
+	var stderrText string
+	res.Usage, stderrText = commandUsage(stdout, stderr.String())
 	if stopped {
 		return res, interrupted(ctx, fmt.Errorf("persona command %s stopped", c.name()))
 	}
-	if err := c.exitError(cmd.ProcessState, stdout, stderr.String()); err != nil {
+	if err := c.exitError(cmd.ProcessState, stdout, stderrText); err != nil {
 		return res, err
 	}
 	if stdout.overflow {
@@ -335,6 +342,10 @@ type stdoutSink struct {
 	errType, errMsg string
 	line            []byte
 	long            bool // the current line is too long to be a progress report
+
+	// usage sums the usage lines (usageSeen: there was one).
+	usage     retry.Usage
+	usageSeen bool
 }
 
 func (s *stdoutSink) Write(p []byte) (int, error) {
@@ -378,7 +389,11 @@ func (s *stdoutSink) endLine() {
 		if t != "" {
 			s.errType, s.errMsg = t, msg
 		}
-		if !(isProgress && reportOnly(s.line, &progressReport{})) && !(t != "" && reportOnly(s.line, &errorLine{})) {
+		u, isUsage := parseUsageLine(s.line)
+		if isUsage {
+			s.usage, s.usageSeen = s.usage.Add(u), true
+		}
+		if !isUsage && !(isProgress && reportOnly(s.line, &progressReport{})) && !(t != "" && reportOnly(s.line, &errorLine{})) {
 			s.keep(s.line)
 		}
 	}

@@ -47,7 +47,7 @@ func DemoFlaky(succeedOn int, work time.Duration) Handler {
 			return Result{}, err
 		}
 		if req.Attempt < succeedOn {
-			return Result{}, Retryable(fmt.Errorf("demo: flaky failure on attempt %d (succeeds on attempt %d)", req.Attempt, succeedOn))
+			return Result{Usage: demoUsage}, Retryable(fmt.Errorf("demo: flaky failure on attempt %d (succeeds on attempt %d)", req.Attempt, succeedOn))
 		}
 		return demoAnswer(req, nil), nil
 	})
@@ -81,7 +81,7 @@ func DemoPlateau(total, stuckAt int) Handler {
 	}
 	stuckAt = min(max(stuckAt, 0), total)
 	return Func(func(context.Context, *Request) (Result, error) {
-		res := Result{Progress: retry.Progress{Completed: stuckAt, Total: total}}
+		res := Result{Progress: retry.Progress{Completed: stuckAt, Total: total}, Usage: demoUsage}
 		return res, Retryable(fmt.Errorf("demo: stuck at %d/%d tasks", stuckAt, total))
 	})
 }
@@ -102,6 +102,11 @@ func DemoValidation(fixOn int) Handler {
 	})
 }
 
+// demoUsage is what each demo attempt that "called a model" reports using
+// (the flaky, plateau and answering personas), so `task show`, the records
+// and the token metrics have something to show.
+var demoUsage = retry.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.0045}
+
 // demoAnswer echoes the request and reports all expected tasks done.
 func demoAnswer(req *Request, fixed []string) Result {
 	// Input was decoded from JSON, so the whole answer always encodes.
@@ -112,7 +117,7 @@ func demoAnswer(req *Request, fixed []string) Result {
 		Fixed   []string        `json:"fixed,omitempty"`
 		Input   json.RawMessage `json:"input,omitempty"`
 	}{req.Message.Persona, req.Attempt, req.Agent, fixed, req.Message.Input})
-	res := Result{Output: out}
+	res := Result{Output: out, Usage: demoUsage}
 	if t := req.Message.ProgressTotal; t > 0 {
 		res.Progress = retry.Progress{Completed: t, Total: t}
 	}

@@ -35,10 +35,16 @@ type Request struct {
 // Result is what a handler returns with or without an error. Progress is
 // read on failures too: it is how plateaus are detected. Output is kept on
 // failures too (bounded), so the answer that was wrong can be shown to the
-// next attempt.
+// next attempt. Usage is read on failures too: a failed attempt may have
+// been paid for, and it counts toward the request's token and cost budget.
 type Result struct {
 	Progress retry.Progress
 	Output   json.RawMessage
+
+	// Usage is what the attempt consumed at its model provider (tokens,
+	// cost); zero when the handler does not know. A Go handler sets it;
+	// the built-in invokers read it from the persona's answer.
+	Usage retry.Usage
 }
 
 // Handler runs one attempt of a persona request.

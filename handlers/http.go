@@ -124,7 +124,10 @@ func defaultClient() *http.Client {
 // ({"error":{"type":"CommitError"}}, see StatusError.Type). The body is
 // kept as Result.Output and progress ({"progress":{"completed":5,"total":9}})
 // is read from any answer, failures included, so plateaus can be detected
-// and the next attempt can be shown what was wrong. A deadline becomes
+// and the next attempt can be shown what was wrong. Usage is read from any
+// answer too: a "personaq_usage" object, or a model API's "usage" object
+// (prompt_tokens/completion_tokens or input_tokens/output_tokens, with an
+// optional cost_usd). A deadline becomes
 // Timeout; refused, reset and unresolvable connections become Network.
 type HTTPInvoker struct {
 	cfg    HTTPConfig
@@ -195,6 +198,7 @@ func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, 
 	// from them, and the next attempt may be shown what was wrong.
 	res := Result{Output: outputOf(body)}
 	res.Progress, _ = parseProgress(body)
+	res.Usage, _ = parseUsage(body) // a failed answer may have been paid for too
 	statusErr := h.status.FromStatus(resp.StatusCode, string(body), resp.Header.Get("Retry-After"), time.Now())
 	switch {
 	case statusErr != nil:

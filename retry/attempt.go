@@ -52,4 +52,8 @@ type Attempt struct {
 	Progress   Progress
 	Duration   time.Duration
 	At         time.Time
+
+	// Usage is what the attempt consumed (tokens, cost), as its handler
+	// reported it; zero when it reported nothing.
+	Usage Usage
 }

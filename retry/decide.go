@@ -72,6 +72,9 @@ func Decide(in Input) Decision {
 	if in.Current.Number >= p.MaxAttempts {
 		return exhausted(p, in, all)
 	}
+	if d, over := overBudget(p, in, all); over {
+		return d
+	}
 	return retryNext(p, in, all)
 }
 

@@ -40,6 +40,9 @@ const (
 	ReasonInvalidMessage = "invalid_message"
 	ReasonDeferred       = "deferred"
 	ReasonEscalated      = "escalated"
+	// ReasonBudgetExhausted: another attempt would overspend the request's
+	// token or cost budget (Policy.UsageBudget).
+	ReasonBudgetExhausted = "budget_exhausted"
 )
 
 // Decision is the outcome of Decide.

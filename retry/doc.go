@@ -16,6 +16,11 @@
 //   - primary/fallback agent alternation, plateau → defer, zero progress →
 //     escalate, network errors wait 60s and do not count toward plateau.
 //
+// Beyond them, a policy may carry a UsageBudget (tokens, cost): Decide ends
+// a request with ReasonBudgetExhausted rather than retry when what its
+// attempts reported using (Attempt.Usage), plus a next attempt as large as
+// the largest so far, would exceed it.
+//
 // Entry points: Preset and PresetNames (named policies), PersonaDefaults
 // (per-persona timeouts, PERSONA_TIMEOUTS_JSON), NewBudget (how long a step
 // must stay alive), Explain (what `personaq policy explain` prints), Decide

@@ -30,6 +30,10 @@ type Explanation struct {
 	// Invalid is Policy.Validate's error, if any: explaining a bad policy
 	// shows what is wrong instead of failing.
 	Invalid string `json:"invalid,omitempty"`
+	// BudgetMaxTokens and BudgetMaxCostUSD are the policy's usage budget
+	// (absent: no limit).
+	BudgetMaxTokens  int64   `json:"budgetMaxTokens,omitempty"`
+	BudgetMaxCostUSD float64 `json:"budgetMaxCostUsd,omitempty"`
 }
 
 // RetryRow is one retry: the wait before it and the attempt it starts.
@@ -67,6 +71,7 @@ func Explain(p Policy) Explanation {
 		StepDeadlineMinutes: b.StepDeadline.Minutes(),
 		WorstCaseDeadlineMs: b.WorstCaseDeadline.Milliseconds(),
 	}
+	e.BudgetMaxTokens, e.BudgetMaxCostUSD = p.UsageBudget.MaxTokens, p.UsageBudget.MaxCostUSD
 	if err := p.Validate(); err != nil {
 		e.Invalid = err.Error()
 	}
@@ -113,6 +118,10 @@ func (e Explanation) writeSummary(w *errWriter) {
 	w.printf("schedule\t%s\n", e.Schedule)
 	w.printf("network delay\t%s (network failures wait this instead; never counted toward plateau)\n", ms(e.NetworkDelayMs))
 	w.printf("non-retryable\t%s\n", orNone(e.NonRetryable))
+	if e.BudgetMaxTokens != 0 || e.BudgetMaxCostUSD != 0 {
+		w.printf("usage budget\t%s (ends the request budget_exhausted before an attempt that would overspend it)\n",
+			budgetText(e.BudgetMaxTokens, e.BudgetMaxCostUSD))
+	}
 	if e.Invalid != "" {
 		w.printf("INVALID\t%s\n", e.Invalid)
 	}
@@ -177,4 +186,15 @@ func (w *errWriter) printf(format string, args ...any) {
 	if w.err == nil {
 		_, w.err = fmt.Fprintf(w.w, format, args...)
 	}
+}
+
+func budgetText(tokens int64, usd float64) string {
+	var parts []string
+	if tokens != 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", tokens))
+	}
+	if usd != 0 {
+		parts = append(parts, fmt.Sprintf("$%g", usd))
+	}
+	return strings.Join(parts, ", ")
 }

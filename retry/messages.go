@@ -84,6 +84,8 @@ func stopPhrase(d Decision) string {
 		return "all retries exhausted; task escalated"
 	case ReasonTerminal:
 		return "not retryable; task blocked"
+	case ReasonBudgetExhausted:
+		return "token or cost budget exhausted; task blocked"
 	}
 	return "task blocked"
 }

@@ -18,6 +18,9 @@ type Overrides struct {
 	Backoffs []time.Duration
 	// NonRetryable adds error type names to the policy's.
 	NonRetryable []string
+	// UsageBudget tightens the policy's, limit by limit
+	// (UsageBudget.Tighter): a request cannot loosen its policy's budget.
+	UsageBudget UsageBudget
 }
 
 // WithOverrides returns p with o applied; p itself is not modified.
@@ -32,6 +35,7 @@ func (p Policy) WithOverrides(o Overrides) Policy {
 		p.Schedule = List{Delays: slices.Clone(o.Backoffs)}
 	}
 	p.NonRetryable = slices.Concat(p.NonRetryable, o.NonRetryable)
+	p.UsageBudget = p.UsageBudget.Tighter(o.UsageBudget)
 	return p
 }
 

@@ -52,6 +52,10 @@ type Policy struct {
 	// for the attempt after one whose progress improved (adaptive retry's
 	// "2x poll interval"; see ProgressIntervalFor). Default: 30s.
 	ProgressInterval time.Duration
+	// UsageBudget bounds the tokens and cost of all of a request's attempts
+	// together: a failed attempt after which another would overspend it
+	// ends the request with ReasonBudgetExhausted. Default: no limit.
+	UsageBudget UsageBudget
 }
 
 // WithDefaults returns p with zero optional fields set to their defaults.
@@ -104,7 +108,7 @@ func (p Policy) validateFields() error {
 	case p.ProgressInterval < 0:
 		return fieldErr("progress_interval", "must not be negative, got %s", p.ProgressInterval)
 	}
-	return nil
+	return p.UsageBudget.Validate()
 }
 
 // MaxRetries is MaxAttempts − 1 (the step budget's maxRetries).

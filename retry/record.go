@@ -8,7 +8,7 @@ import (
 
 // Record is the attempt as quarantine records, saga states and outcome
 // events keep it: the first error type only, the duration in milliseconds,
-// the time in UTC, progress when it was reported.
+// the time in UTC, progress and usage when they were reported.
 func (a Attempt) Record() schemas.AttemptRecord {
 	ar := schemas.AttemptRecord{
 		Attempt: a.Number, Agent: a.Agent, Class: a.Class.String(), Error: a.Error,
@@ -20,7 +20,17 @@ func (a Attempt) Record() schemas.AttemptRecord {
 	if a.Progress.Known() {
 		ar.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
 	}
+	ar.Usage = a.Usage.Record()
 	return ar
+}
+
+// Record is u as records and events carry it: nil when nothing was
+// reported.
+func (u Usage) Record() *schemas.Usage {
+	if u.IsZero() {
+		return nil
+	}
+	return &schemas.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
 }
 
 // AttemptFromRecord reads a stored attempt back for Decide: what Record
@@ -40,6 +50,9 @@ func AttemptFromRecord(r schemas.AttemptRecord) Attempt {
 	}
 	if r.Progress != nil {
 		a.Progress = Progress{Completed: r.Progress.Completed, Total: r.Progress.Total}
+	}
+	if r.Usage != nil {
+		a.Usage = Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CostUSD: r.Usage.CostUSD}
 	}
 	return a
 }

@@ -24,9 +24,10 @@ func TestAttemptRecord(t *testing.T) {
 		"Full": {
 			retry.Attempt{Number: 3, Agent: "codex", Class: retry.ClassRetryable, Error: "503",
 				ErrorTypes: []string{"StatusError", "wrapError"}, Duration: 1500 * time.Millisecond,
-				Progress: retry.Progress{Completed: 2, Total: 5}, At: at},
+				Progress: retry.Progress{Completed: 2, Total: 5}, Usage: retry.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.02}, At: at},
 			schemas.AttemptRecord{Attempt: 3, Agent: "codex", Class: "retryable", Error: "503", ErrorType: "StatusError",
-				DurationMs: 1500, Progress: &schemas.Progress{Completed: 2, Total: 5}, At: at.UTC()},
+				DurationMs: 1500, Progress: &schemas.Progress{Completed: 2, Total: 5},
+				Usage: &schemas.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.02}, At: at.UTC()},
 		},
 	}
 	for name, c := range cases {
@@ -38,6 +39,7 @@ func TestAttemptRecord(t *testing.T) {
 			require.Equal(t, got, back.Record(), "a record reads back to itself")
 			require.Equal(t, c.in.Class, back.Class)
 			require.Equal(t, c.in.Progress, back.Progress)
+			require.Equal(t, c.in.Usage, back.Usage)
 		})
 	}
 }

@@ -14,6 +14,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	}{
 		{"Minimal", schemas.NewRequest("TASK-42", "plan", "planner")},
 		{"Full", validRequest()},
+		{"Budgeted", budgetedRequest()},
 	}
 	for _, bm := range benchmarks {
 		data, err := schemas.Encode(bm.msg)
@@ -55,4 +56,11 @@ func BenchmarkEncodeOutcome(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// budgetedRequest is validRequest with a token and cost budget.
+func budgetedRequest() *schemas.PersonaRequest {
+	r := validRequest()
+	r.Budget = &schemas.Budget{MaxTokens: 200_000, MaxCostUSD: 2.5}
+	return r
 }

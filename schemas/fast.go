@@ -52,6 +52,9 @@ func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
 			var ok bool
 			sc.overrides, ok = sc.object(overridesKeys[:], func(int) bool { return sc.skip(false) })
 			return ok
+		case reqBudget:
+			_, ok := sc.object(budgetKeys[:], func(int) bool { return sc.skip(false) })
+			return ok
 		case reqCreatedAt:
 			return sc.dateTime()
 		}
@@ -72,6 +75,9 @@ func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
 		return nil, false
 	}
 	if top&(1<<reqPolicyOverrides) != 0 && !overridesValid(v.PolicyOverrides, sc.overrides) {
+		return nil, false
+	}
+	if top&(1<<reqBudget) != 0 && (v.Budget == nil || v.Budget.MaxTokens < 0 || !(v.Budget.MaxCostUSD >= 0)) {
 		return nil, false
 	}
 	return v, true
@@ -182,6 +188,7 @@ const (
 	reqProgressTotal
 	reqCorrelationID
 	reqCreatedAt
+	reqBudget
 	numRequestKeys
 )
 
@@ -189,8 +196,10 @@ var requestKeys = [numRequestKeys]string{
 	reqSchemaVersion: "schema_version", reqRequestID: "request_id", reqTaskID: "task_id",
 	reqStep: "step", reqPersona: "persona", reqAgents: "agents", reqInput: "input",
 	reqPolicy: "policy", reqPolicyOverrides: "policy_overrides", reqProgressTotal: "progress_total",
-	reqCorrelationID: "correlation_id", reqCreatedAt: "created_at",
+	reqCorrelationID: "correlation_id", reqCreatedAt: "created_at", reqBudget: "budget",
 }
+
+var budgetKeys = [...]string{"max_tokens", "max_cost_usd"}
 
 const requestRequired = 1<<reqSchemaVersion | 1<<reqRequestID | 1<<reqTaskID |
 	1<<reqStep | 1<<reqPersona | 1<<reqCreatedAt

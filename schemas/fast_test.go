@@ -77,6 +77,16 @@ var fastSeedsRequest = []string{
 	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":null}`,
 	`{"schema_version":1,"request_id":null,"task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z"}`,
 	`{"\u0073chema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","created_at":"2025-01-01T00:00:00Z"}`,
+	`{` + minReq + `,"budget":{"max_tokens":1000,"max_cost_usd":2.5}}`,
+	`{` + minReq + `,"budget":{}}`,
+	`{` + minReq + `,"budget":null}`,
+	`{` + minReq + `,"budget":{"max_tokens":-1}}`,
+	`{` + minReq + `,"budget":{"max_cost_usd":-0.5}}`,
+	`{` + minReq + `,"budget":{"max_cost_usd":-0}}`,
+	`{` + minReq + `,"budget":{"max_tokens":1e3}}`,
+	`{` + minReq + `,"budget":{"max_tokens":null}}`,
+	`{` + minReq + `,"budget":{"MAX_TOKENS":5}}`,
+	`{` + minReq + `,"budget":{"max_tokens":1,"max_tokens":2}}`,
 }
 
 const minOut = `"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","outcome":"succeeded","attempts":0,"duration_ms":0,"at":"2025-01-01T00:00:00Z"`
@@ -110,6 +120,14 @@ func TestFastPathTakesValidMessages(t *testing.T) {
 	got, ok := schemas.FastDecodeOutcome(data)
 	require.True(t, ok, "%s", data)
 	require.Empty(t, cmp.Diff(validOutcome(), got))
+
+	budgeted := validRequest()
+	budgeted.Budget = &schemas.Budget{MaxTokens: 1000, MaxCostUSD: 2.5}
+	data, err = schemas.Encode(budgeted)
+	require.NoError(t, err)
+	gotReq, ok := schemas.FastDecodeRequest(data)
+	require.True(t, ok, "%s", data)
+	require.Empty(t, cmp.Diff(budgeted, gotReq))
 
 	for _, s := range []string{fastSeedsRequest[0], fastSeedsRequest[1], fastSeedsRequest[2], fastSeedsRequest[3]} {
 		_, ok := schemas.FastDecodeRequest([]byte(s))

@@ -48,6 +48,9 @@ type AttemptEvent struct {
 	NextDelayMs   int64     `json:"next_delay_ms,omitempty"`
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	At            time.Time `json:"at"`
+	// Usage is what a failed attempt reported consuming; absent when
+	// nothing.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // DecodeAttemptEvent decodes and validates an AttemptEvent.

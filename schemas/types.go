@@ -33,6 +33,26 @@ type PolicyOverrides struct {
 	NonRetryable []string `json:"non_retryable,omitempty"`
 }
 
+// Budget bounds what one request may spend across all its attempts; a zero
+// (absent) limit sets none. A request's budget tightens its policy's, limit
+// by limit; it never loosens it.
+type Budget struct {
+	// MaxTokens bounds input plus output tokens.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxCostUSD bounds the cost in US dollars, as handlers report it.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// Usage is what attempts consumed at their model provider, as handlers
+// reported it: one attempt's in an AttemptRecord, the sum of all of a
+// request's in its terminal and quarantine records.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CostUSD is absent when no handler reported a cost.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+}
+
 // PersonaRequest asks one persona to do one step of a task. It is the
 // payload of every message on the requests stream.
 type PersonaRequest struct {
@@ -51,6 +71,9 @@ type PersonaRequest struct {
 	ProgressTotal int       `json:"progress_total,omitempty"`
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
+	// Budget, when set, ends the request with ReasonBudgetExhausted rather
+	// than run an attempt that would overspend it.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // Outcome is where a request ended.
@@ -112,6 +135,9 @@ type OutcomeEvent struct {
 	OutputRef *ObjectRef `json:"output_ref,omitempty"`
 	// SubmittedAt is when the request was created (its created_at).
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	// Usage sums what every attempt of the request reported consuming;
+	// absent when none reported anything.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Reason says why a message was quarantined.
@@ -130,13 +156,16 @@ const (
 	ReasonDeadlineExceeded Reason = "deadline_exceeded"
 	// ReasonUnknownPersona: no replica serves the persona the request names.
 	ReasonUnknownPersona Reason = "unknown_persona"
+	// ReasonBudgetExhausted: another attempt would have overspent the
+	// request's token or cost budget; the task is blocked.
+	ReasonBudgetExhausted Reason = "budget_exhausted"
 )
 
 // Reasons lists every quarantine reason, in a stable order.
 var Reasons = []Reason{
 	ReasonExhausted, ReasonTerminal, ReasonInvalidMessage, ReasonDeferred,
 	ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries,
-	ReasonDeadlineExceeded, ReasonUnknownPersona,
+	ReasonDeadlineExceeded, ReasonUnknownPersona, ReasonBudgetExhausted,
 }
 
 // AttemptRecord is one handler invocation as kept in error histories.
@@ -149,6 +178,8 @@ type AttemptRecord struct {
 	Progress   *Progress `json:"progress,omitempty"`
 	DurationMs int64     `json:"duration_ms"`
 	At         time.Time `json:"at"`
+	// Usage is what the attempt reported consuming; absent when nothing.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Lineage links a replayed request to the quarantine records it came from.
@@ -202,6 +233,9 @@ type QuarantineRecord struct {
 	// ErrorsOmitted counts the attempts left out of the middle of Errors so
 	// that the record fits in one message (Attempts still counts them all).
 	ErrorsOmitted int `json:"errors_omitted,omitempty"`
+	// Usage sums what every attempt reported consuming (those omitted from
+	// Errors included); absent when none reported anything.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // PayloadRef points at bytes a quarantine record keeps in a JetStream

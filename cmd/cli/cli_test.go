@@ -299,10 +299,13 @@ func TestTaskShowFindsARunningDevLedger(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	listen := "127.0.0.1:" + freePort(t)
+	// Made before dev starts: a TempDir registered later would be removed
+	// (cleanups run last-in first-out) while dev still writes to it.
+	dataDir := t.TempDir()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(t, ctx, "dev", "--listen", listen, "--per-persona", "0", "--data-dir", t.TempDir())
+		run(t, ctx, "dev", "--listen", listen, "--per-persona", "0", "--data-dir", dataDir)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	url := "nats://" + listen

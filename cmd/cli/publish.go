@@ -19,6 +19,8 @@ type publishFlags struct {
 	progressTotal                                                                  int
 	wait, skipCheck                                                                bool
 	timeout                                                                        time.Duration
+	maxTokens                                                                      int64
+	maxCostUSD                                                                     float64
 }
 
 func newPublishCmd(g *globals) *cobra.Command {
@@ -39,8 +41,9 @@ retrying in 30s with agent-b"); the persona's output goes to stdout (-o json:
 the whole terminal record with the output). Exit codes with --wait:
 
   0   succeeded
-  3   blocked: retries exhausted, a terminal failure or an invalid message
-      (quarantined; see personaq quarantine show SEQ)
+  3   blocked: retries exhausted, a terminal failure, an invalid message or
+      the token/cost budget exhausted (quarantined; see personaq quarantine
+      show SEQ)
   4   deferred: adaptive retry found a plateau across agents
   5   escalated: retries exhausted without progress
   6   step deadline exceeded
@@ -65,6 +68,8 @@ the whole terminal record with the output). Exit codes with --wait:
 	fl.BoolVar(&f.wait, "wait", false, "wait for the result: output on stdout, attempt events on stderr, exit code by outcome")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: step deadline from now (default: the step budget of the persona's policy)")
 	fl.BoolVar(&f.skipCheck, "skip-persona-check", false, "publish even if no replica serves the persona")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "token budget of all attempts together (tightens the policy's; 0: none)")
+	fl.Float64Var(&f.maxCostUSD, "max-cost-usd", 0, "cost budget in US dollars of all attempts together (tightens the policy's; 0: none)")
 	_ = cmd.MarkFlagRequired("persona")
 	_ = cmd.MarkFlagRequired("task")
 	return cmd
@@ -78,6 +83,9 @@ func (f publishFlags) request(stdin io.Reader) (*schemas.PersonaRequest, error) 
 	req.Policy, req.CorrelationID, req.ProgressTotal = f.policy, f.correlation, f.progressTotal
 	if f.primary != "" || f.fallback != "" {
 		req.Agents = schemas.Agents{Primary: f.primary, Fallback: f.fallback}
+	}
+	if f.maxTokens != 0 || f.maxCostUSD != 0 {
+		req.Budget = &schemas.Budget{MaxTokens: f.maxTokens, MaxCostUSD: f.maxCostUSD}
 	}
 	input, err := readInput(f.input, stdin)
 	if err != nil {

@@ -126,6 +126,9 @@ func qPrintRecord(w io.Writer, e *dlq.Entry, msg *nats.Msg, msgErr error, now ti
 	}
 	field("source", "%s", src)
 	field("attempts", "%d   deliveries %d", r.Attempts, r.Deliveries)
+	if u := r.Usage; u != nil {
+		field("usage", "%d tokens (%d in, %d out)   cost %s", u.InputTokens+u.OutputTokens, u.InputTokens, u.OutputTokens, costText(u))
+	}
 	if !r.FirstFailureAt.IsZero() {
 		field("failures", "first %s   last %s", r.FirstFailureAt.Format(time.RFC3339), r.LastFailureAt.Format(time.RFC3339))
 	}
@@ -212,6 +215,9 @@ func qTimeline(w io.Writer, r *schemas.QuarantineRecord) {
 		progress := ""
 		if a.Progress != nil {
 			progress = fmt.Sprintf(" progress %d/%d", a.Progress.Completed, a.Progress.Total)
+		}
+		if a.Usage != nil {
+			progress += " tokens " + tokensText(a.Usage)
 		}
 		fmt.Fprintf(w, "  %s  +%-7s attempt %d%s  %s  (%dms%s)\n", a.At.Format("15:04:05.000"),
 			a.At.Sub(start).Round(time.Millisecond), a.Attempt, agent, what, a.DurationMs, progress)

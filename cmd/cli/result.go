@@ -100,6 +100,9 @@ func writeRecordText(w io.Writer, rec *schemas.OutcomeEvent, out []byte) error {
 		fmt.Fprintf(w, "  progress %d/%d", rec.Progress.Completed, rec.Progress.Total)
 	}
 	fmt.Fprintln(w)
+	if u := rec.Usage; u != nil {
+		fmt.Fprintf(w, "  usage %d tokens (%d in, %d out)  cost %s\n", u.InputTokens+u.OutputTokens, u.InputTokens, u.OutputTokens, costText(u))
+	}
 	if rec.QuarantineSeq != 0 {
 		fmt.Fprintf(w, "  quarantine seq %d (personaq quarantine show %d)\n", rec.QuarantineSeq, rec.QuarantineSeq)
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,6 +72,9 @@ type stepView struct {
 	Record      *schemas.OutcomeEvent `json:"record,omitempty"`
 	Output      json.RawMessage       `json:"output,omitempty"`
 	RecordError string                `json:"record_error,omitempty"`
+	// Usage sums the attempts' usage the ledger kept; absent when none
+	// reported any.
+	Usage *schemas.Usage `json:"usage,omitempty"`
 }
 
 type attemptView struct {
@@ -83,6 +88,8 @@ type attemptView struct {
 	DurationMs  int64  `json:"duration_ms"`
 	At          string `json:"at"`
 	NextDelayMs *int64 `json:"next_delay_ms,omitempty"`
+	// Usage is what the attempt reported consuming (tokens, cost).
+	Usage *schemas.Usage `json:"usage,omitempty"`
 }
 
 func loadTask(cmd *cobra.Command, l *ledger.Ledger, task, only string) ([]stepView, error) {
@@ -100,7 +107,8 @@ func loadTask(cmd *cobra.Command, l *ledger.Ledger, task, only string) ([]stepVi
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, stepView{Step: step, RequestID: reqID, State: st.String(), Attempts: attemptViews(hist)})
+		out = append(out, stepView{Step: step, RequestID: reqID, State: st.String(), Attempts: attemptViews(hist),
+			Usage: usageView(retry.TotalUsage(hist))})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no ledger entries for task %q (expired after the TTL, or never run)", task)
@@ -120,6 +128,7 @@ func attemptViews(hist []retry.Attempt) []attemptView {
 			d := max(hist[i+1].At.Sub(a.At.Add(a.Duration)).Milliseconds(), 0)
 			v.NextDelayMs = &d
 		}
+		v.Usage = usageView(a.Usage)
 		out[i] = v
 	}
 	return out
@@ -134,25 +143,66 @@ func writeTask(w io.Writer, output, task string, views []stepView) error {
 	case "text":
 		for _, v := range views {
 			fmt.Fprintf(w, "task %s step %s request %s: %s\n", task, v.Step, v.RequestID, v.State)
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "  ATTEMPT\tAGENT\tCLASS\tPROGRESS\tDURATION\tNEXT IN\tERROR")
-			for _, a := range v.Attempts {
-				next := "-"
-				if a.NextDelayMs != nil {
-					next = (time.Duration(*a.NextDelayMs) * time.Millisecond).String()
-				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, dash(a.Agent), a.Class, dash(a.Progress),
-					time.Duration(a.DurationMs)*time.Millisecond, next, truncate(a.Error, 80))
-				if a.Output != "" {
-					fmt.Fprintf(tw, "  \t\t\t\t\t\tanswered: %s\n", truncate(oneLine(a.Output), 80))
-				}
-			}
-			tw.Flush()
+			writeAttempts(w, v)
 			writeStepResult(w, v)
 		}
 		return nil
 	}
 	return fmt.Errorf("invalid flag --output: %q (want text|json)", output)
+}
+
+// writeAttempts prints a step's attempt table; the TOKENS and COST columns
+// appear when an attempt of the step reported usage, with the step's total
+// below the table.
+func writeAttempts(w io.Writer, v stepView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	usage, pad := "", ""
+	if v.Usage != nil {
+		usage, pad = "TOKENS IN/OUT\tCOST\t", "\t\t"
+	}
+	fmt.Fprintln(tw, "  ATTEMPT\tAGENT\tCLASS\tPROGRESS\tDURATION\tNEXT IN\t"+usage+"ERROR")
+	for _, a := range v.Attempts {
+		next := "-"
+		if a.NextDelayMs != nil {
+			next = (time.Duration(*a.NextDelayMs) * time.Millisecond).String()
+		}
+		cols := ""
+		if v.Usage != nil {
+			cols = tokensText(a.Usage) + "\t" + costText(a.Usage) + "\t"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", a.Attempt, dash(a.Agent), a.Class, dash(a.Progress),
+			time.Duration(a.DurationMs)*time.Millisecond, next, cols, truncate(a.Error, 80))
+		if a.Output != "" {
+			fmt.Fprintf(tw, "  \t\t\t\t\t\t%sanswered: %s\n", pad, truncate(oneLine(a.Output), 80))
+		}
+	}
+	tw.Flush()
+	if u := v.Usage; u != nil {
+		fmt.Fprintf(w, "  usage: %d input + %d output = %d tokens, cost %s over %d attempt(s)\n",
+			u.InputTokens, u.OutputTokens, u.InputTokens+u.OutputTokens, costText(u), len(v.Attempts))
+	}
+}
+
+func usageView(u retry.Usage) *schemas.Usage {
+	if u.IsZero() {
+		return nil
+	}
+	return &schemas.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+}
+
+func tokensText(u *schemas.Usage) string {
+	if u == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
+}
+
+// costText is a reported cost in dollars, "-" when none was reported.
+func costText(u *schemas.Usage) string {
+	if u == nil || u.CostUSD == 0 {
+		return "-"
+	}
+	return "$" + strconv.FormatFloat(math.Round(u.CostUSD*1e6)/1e6, 'f', -1, 64) // no float noise from sums
 }
 
 func truncate(s string, n int) string {
@@ -248,7 +298,11 @@ func writeStepResult(w io.Writer, v stepView) {
 	if rec.QuarantineSeq != 0 {
 		fmt.Fprintf(w, ", quarantine seq %d", rec.QuarantineSeq)
 	}
-	fmt.Fprintf(w, " after %d attempt(s)\n", rec.Attempts)
+	fmt.Fprintf(w, " after %d attempt(s)", rec.Attempts)
+	if u := rec.Usage; u != nil {
+		fmt.Fprintf(w, ", %d tokens (%d in, %d out), cost %s", u.InputTokens+u.OutputTokens, u.InputTokens, u.OutputTokens, costText(u))
+	}
+	fmt.Fprintln(w)
 	if len(v.Output) > 0 {
 		fmt.Fprintf(w, "  output (%d bytes): %s\n", len(v.Output), truncate(oneLine(string(v.Output)), taskOutputMax))
 	}

@@ -91,12 +91,25 @@ func printAttempt(w io.Writer, ev *schemas.AttemptEvent) {
 	case schemas.AttemptStarted:
 		fmt.Fprintf(w, "attempt %d/%d started%s\n", ev.Attempt, ev.MaxAttempts, onAgent(ev.Agent))
 	case schemas.AttemptFailed:
-		line := fmt.Sprintf("attempt %d failed (%s)%s", ev.Attempt, ev.Class, progressSuffix(ev.Progress))
+		line := fmt.Sprintf("attempt %d failed (%s)%s%s", ev.Attempt, ev.Class, progressSuffix(ev.Progress), usageSuffix(ev.Usage))
 		if ev.NextAttempt > 0 {
 			line += fmt.Sprintf(", retrying in %s%s", time.Duration(ev.NextDelayMs)*time.Millisecond, withAgent(ev.NextAgent))
 		}
 		fmt.Fprintf(w, "%s: %s\n", line, truncate(ev.Error, 200))
 	}
+}
+
+// usageSuffix is ", 500 tokens" (", 500 tokens, $0.25" with a cost) for
+// an attempt that reported usage.
+func usageSuffix(u *schemas.Usage) string {
+	if u == nil {
+		return ""
+	}
+	s := fmt.Sprintf(", %d tokens", u.InputTokens+u.OutputTokens)
+	if u.CostUSD != 0 {
+		s += ", " + costText(u)
+	}
+	return s
 }
 
 func onAgent(a string) string {

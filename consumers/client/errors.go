@@ -21,6 +21,10 @@ var (
 	ErrEscalated = errors.New("task escalated")
 	// ErrStepDeadline: the step budget ran out before the request ended.
 	ErrStepDeadline = errors.New("step deadline exceeded")
+	// ErrBudgetExhausted: another attempt would have overspent the
+	// request's token or cost budget. The request was quarantined, so the
+	// error matches ErrBlocked too.
+	ErrBudgetExhausted = errors.New("token or cost budget exhausted")
 	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
 	ErrUnknownPersona = consumers.ErrUnknownPersona
 	// ErrInvalidConfig wraps configuration errors, naming the field.
@@ -28,8 +32,9 @@ var (
 )
 
 // StoppedError is a request that ended without succeeding: Record is its
-// terminal record (reason, quarantine sequence, attempts, last error). It
-// matches ErrBlocked, ErrDeferred, ErrEscalated or ErrStepDeadline.
+// terminal record (reason, quarantine sequence, attempts, last error, usage).
+// It matches ErrBlocked, ErrDeferred, ErrEscalated or ErrStepDeadline, and
+// ErrBudgetExhausted besides ErrBlocked when the budget ended it.
 type StoppedError struct {
 	Record *schemas.OutcomeEvent
 }
@@ -60,8 +65,11 @@ func (e *StoppedError) kind() string {
 	return "blocked"
 }
 
-// Is matches the sentinel of the record's outcome.
+// Is matches the sentinel of the record's outcome (and of its reason).
 func (e *StoppedError) Is(target error) bool {
+	if target == ErrBudgetExhausted {
+		return e.Record.Reason == schemas.ReasonBudgetExhausted
+	}
 	switch e.Record.Outcome {
 	case schemas.OutcomeDeferred:
 		return target == ErrDeferred

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -60,6 +61,9 @@ type PolicyConfig struct {
 	// (adaptive retry's poll interval; doubled after an attempt whose
 	// progress improved). Default: 30s.
 	ProgressInterval Duration `yaml:"progress_interval,omitempty"`
+	// Budget bounds the tokens and cost of all of a request's attempts
+	// together; a request's own budget can only tighten it. Default: none.
+	Budget *BudgetConfig `yaml:"budget,omitempty"`
 
 	// maxAttemptsSet: the mapping wrote max_attempts, even as 0.
 	maxAttemptsSet bool
@@ -68,7 +72,41 @@ type PolicyConfig struct {
 // Inline reports whether the policy changes anything of its preset.
 func (p PolicyConfig) Inline() bool {
 	return p.MaxAttempts != 0 || p.AttemptTimeout != 0 || p.Schedule != nil ||
-		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0 || p.ProgressInterval != 0
+		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0 || p.ProgressInterval != 0 ||
+		p.Budget != nil
+}
+
+// BudgetConfig is a policy's token and cost budget:
+//
+//	budget: {max_tokens: 200000, max_cost_usd: 2.5}
+//
+// When a failed attempt leaves too little for another one (what was spent
+// plus as much as the largest attempt so far would exceed a limit), the
+// request ends with reason budget_exhausted instead. A zero or absent limit
+// sets none.
+type BudgetConfig struct {
+	// MaxTokens bounds input plus output tokens, as handlers report them.
+	MaxTokens int64 `yaml:"max_tokens,omitempty"`
+	// MaxCostUSD bounds the cost in US dollars, as handlers report it.
+	MaxCostUSD float64 `yaml:"max_cost_usd,omitempty"`
+}
+
+// UnmarshalYAML decodes strictly: unknown keys are errors here too.
+func (b *BudgetConfig) UnmarshalYAML(n *yaml.Node) error {
+	type plain BudgetConfig
+	return strictDecode(n, (*plain)(b))
+}
+
+// build returns the budget and adds the problems found below path.
+func (b *BudgetConfig) build(path string, probs *problems) retry.UsageBudget {
+	if b == nil {
+		return retry.UsageBudget{}
+	}
+	nonNegative(probs, join(path, "max_tokens"), b.MaxTokens)
+	if !(b.MaxCostUSD >= 0) || math.IsInf(b.MaxCostUSD, 1) {
+		probs.add(join(path, "max_cost_usd"), "must be a non-negative number, got %g", b.MaxCostUSD)
+	}
+	return retry.UsageBudget{MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD}
 }
 
 // UnmarshalYAML accepts a preset name or a mapping.
@@ -220,6 +258,7 @@ func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
 	if pc.ProgressInterval != 0 {
 		pol.ProgressInterval = pc.ProgressInterval.Std()
 	}
+	pol.UsageBudget = pc.Budget.build(join(path, "budget"), probs)
 	if len(*probs) > n {
 		return pol
 	}

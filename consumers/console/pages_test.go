@@ -115,6 +115,8 @@ func TestTaskPageShowsThePlateau(t *testing.T) {
 		))
 		require.Contains(t, text(t, tab, ".plateau-label"), "plateau at 5/9")
 		require.Contains(t, text(t, tab, "section.step .record"), "deferred")
+		require.Contains(t, text(t, tab, "section.step .record"), "4800/1200 tokens in/out, $0.018", "the demo persona's usage, summed")
+		require.Contains(t, text(t, tab, "table.attempts"), "1200/300 · $0.0045")
 		require.Equal(t, "story-plateau", text(t, tab, "#task-id"))
 	}
 	rows, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll("table.attempts tr.class-retryable")))

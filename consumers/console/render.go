@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,7 +44,12 @@ var funcs = template.FuncMap{
 	"join":     strings.Join,
 	"pct":      func(done, total int) int { return pct(done, total) },
 	"fmtFloat": func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"usd":      usd,
 }
+
+// usd is a dollar amount without the float noise of a sum (0.018, not
+// 0.018000000000000002).
+func usd(v float64) string { return "$" + strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64) }
 
 func parseTemplates() (templates, error) {
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html")

@@ -44,6 +44,8 @@ type attemptRow struct {
 	NextIn   string
 	Error    string
 	At       time.Time
+	// Tokens is "input/output" tokens (and the cost) the attempt reported.
+	Tokens string
 }
 
 // outputShown bounds the output the task page shows.
@@ -153,10 +155,24 @@ func attemptRows(hist []retry.Attempt) []attemptRow {
 		if a.Progress.Known() {
 			row.Progress = fmt.Sprintf("%d/%d", a.Progress.Completed, a.Progress.Total)
 		}
+		row.Tokens = tokensOf(a.Usage)
 		if i+1 < len(hist) {
 			row.NextIn = max(hist[i+1].At.Sub(a.At.Add(a.Duration)), 0).Round(time.Millisecond).String()
 		}
 		out[i] = row
 	}
 	return out
+}
+
+// tokensOf shows an attempt's usage: "1200/300" tokens in/out, with
+// " · $0.0045" when a cost was reported; "-" when nothing was.
+func tokensOf(u retry.Usage) string {
+	if u.IsZero() {
+		return "-"
+	}
+	s := fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
+	if u.CostUSD != 0 {
+		s += " · " + usd(u.CostUSD)
+	}
+	return s
 }

@@ -202,11 +202,12 @@ func runSuite(t *testing.T, b backend) {
 				ErrorTypes: []string{"SchemaError"}, Error: "missing field \"plan\"",
 				Feedback: "answer with a JSON object with a \"plan\" field — ünïcödé ok",
 				Progress: retry.Progress{Completed: 5, Total: 9}, Duration: time.Minute, At: at.Add(time.Minute),
+				Usage: retry.Usage{InputTokens: 12_000, OutputTokens: 1_500, CostUSD: 0.0375},
 			},
 			{
 				Number: 3, Role: retry.RolePrimary, Agent: "claude", Class: retry.ClassTimeout,
 				Error: "context deadline exceeded", Progress: retry.Progress{Completed: 5, Total: 9},
-				Duration: 90 * time.Second, At: at.Add(3 * time.Minute),
+				Duration: 90 * time.Second, At: at.Add(3 * time.Minute), Usage: retry.Usage{InputTokens: 9_000},
 			},
 		}
 		for _, a := range want {

@@ -33,6 +33,14 @@ type record struct {
 	DurationMS   int64    `json:"duration_ms"`
 	AtMS         int64    `json:"at_ms"`
 	RequestID    string   `json:"request_id,omitempty"`
+	Usage        *usage   `json:"usage,omitempty"`
+}
+
+// usage is an attempt's retry.Usage; absent when it reported none.
+type usage struct {
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
 }
 
 type progress struct {
@@ -56,6 +64,9 @@ func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error
 		AtMS:         a.At.UnixMilli(),
 		RequestID:    requestID,
 	}
+	if u := a.Usage; !u.IsZero() {
+		r.Usage = &usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return "", fmt.Errorf("ledger: encode attempt %d: %w", a.Number, err)
@@ -75,7 +86,12 @@ func decodeRecord(s string) (retry.Attempt, error) {
 	if r.Attempt < 1 {
 		return retry.Attempt{}, fmt.Errorf("%w: attempt record without a number: %.80s", ErrCorrupt, s)
 	}
+	var u retry.Usage
+	if r.Usage != nil {
+		u = retry.Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CostUSD: r.Usage.CostUSD}
+	}
 	return retry.Attempt{
+		Usage:      u,
 		Number:     r.Attempt,
 		Role:       retry.Role(r.Role),
 		Agent:      r.Agent,

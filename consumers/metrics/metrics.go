@@ -38,9 +38,15 @@ type Metrics struct {
 	ledgerErrors    *prometheus.CounterVec
 	settleRefused   *prometheus.CounterVec
 	staleSettles    *prometheus.CounterVec
+
+	tokens *prometheus.CounterVec
+	cost   *prometheus.CounterVec
 }
 
-var _ consumers.FenceObserver = (*Metrics)(nil)
+var (
+	_ consumers.FenceObserver = (*Metrics)(nil)
+	_ consumers.UsageObserver = (*Metrics)(nil)
+)
 
 // New creates the collectors and registers them, with the process and Go
 // runtime collectors, on reg (nil: registered nowhere). Registering on a
@@ -93,6 +99,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "stale_settles_refused_total",
 			Help: "Settles refused because this replica had lost the attempt's lease or its claim on the message (frozen, partitioned, Redis unreachable), by what was refused.",
 		}, []string{"persona", "op"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "tokens_total",
+			Help: "Tokens attempts used at their model provider, as handlers reported them, by direction (input, output).",
+		}, []string{"persona", "direction"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cost_usd_total",
+			Help: "Cost in US dollars of attempts, as handlers reported it (attempts that report none add nothing).",
+		}, []string{"persona"}),
 	}
 	if reg == nil {
 		return m
@@ -108,6 +122,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	register(reg, &m.ledgerErrors)
 	register(reg, &m.settleRefused)
 	register(reg, &m.staleSettles)
+	register(reg, &m.tokens)
+	register(reg, &m.cost)
 	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	register(reg, new(collectors.NewGoCollector()))
 	return m
@@ -175,4 +191,17 @@ func (m *Metrics) SettleRefused(persona string, outcome schemas.Outcome) {
 // StaleSettle implements consumers.FenceObserver.
 func (m *Metrics) StaleSettle(persona, op string) {
 	m.staleSettles.WithLabelValues(persona, op).Inc()
+}
+
+// Usage implements consumers.UsageObserver.
+func (m *Metrics) Usage(persona string, u retry.Usage) {
+	if u.InputTokens > 0 {
+		m.tokens.WithLabelValues(persona, "input").Add(float64(u.InputTokens))
+	}
+	if u.OutputTokens > 0 {
+		m.tokens.WithLabelValues(persona, "output").Add(float64(u.OutputTokens))
+	}
+	if u.CostUSD > 0 {
+		m.cost.WithLabelValues(persona).Add(u.CostUSD)
+	}
 }

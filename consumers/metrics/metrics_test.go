@@ -160,3 +160,19 @@ func TestNewWithoutRegistryStillObserves(t *testing.T) {
 	m.RedeliveryLateness("echo", -time.Millisecond)
 	m.LedgerCall("begin", time.Millisecond, nil)
 }
+
+func TestUsageCountsTokensAndCost(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.Usage("planner", retry.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.25})
+	m.Usage("planner", retry.Usage{InputTokens: 800, OutputTokens: 100})
+	m.Usage("coder", retry.Usage{OutputTokens: 5, CostUSD: 0.5})
+
+	require.Equal(t, 2000.0, value(t, reg, "personaq_tokens_total", lbl{"persona": "planner", "direction": "input"}))
+	require.Equal(t, 400.0, value(t, reg, "personaq_tokens_total", lbl{"persona": "planner", "direction": "output"}))
+	require.Equal(t, 5.0, value(t, reg, "personaq_tokens_total", lbl{"persona": "coder", "direction": "output"}))
+	require.Empty(t, series(t, reg, "personaq_tokens_total", lbl{"persona": "coder", "direction": "input"}), "no zero series")
+	require.InDelta(t, 0.25, value(t, reg, "personaq_cost_usd_total", lbl{"persona": "planner"}), 1e-12)
+	require.InDelta(t, 0.5, value(t, reg, "personaq_cost_usd_total", lbl{"persona": "coder"}), 1e-12)
+}

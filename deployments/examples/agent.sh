@@ -2,7 +2,8 @@
 # A stand-in agent CLI for personaq's command invoker (persona tester-qa in
 # deployments/personaq.yaml). personaq writes the request envelope as JSON on
 # stdin and describes the attempt in PERSONAQ_* variables; progress goes to
-# stdout as JSON lines; the exit code is the outcome class:
+# stdout as JSON lines, and so does the usage of each model call
+# ({"personaq_usage":{...}}, added up); the exit code is the outcome class:
 #   0 success · 75 retryable (EX_TEMPFAIL) · 65 validation (EX_DATAERR)
 #   69 network (EX_UNAVAILABLE) · anything else terminal.
 req=$(cat)
@@ -12,6 +13,7 @@ case "$req" in
 	exit 1 ;;
 esac
 echo '{"progress":{"completed":1,"total":2}}'
+echo '{"personaq_usage":{"input_tokens":1800,"output_tokens":420,"cost_usd":0.0117}}'
 if [ "${PERSONAQ_ATTEMPT:-1}" -lt 2 ]; then
 	echo "agent ${PERSONAQ_AGENT:-?}: model overloaded, try again" >&2
 	exit 75
