@@ -67,7 +67,7 @@ func (q *queue) load(ctx context.Context, m jetstream.Msg, req *schemas.Compensa
 		return sg, err
 	}
 	sg = newSaga(req, m.Data(), m.Headers(), q.r.topo.Stream, seq, q.r.now())
-	if _, err := q.kv.Create(ctx, Key(req.SagaID), sg.encode()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := q.kv.Create(ctx, sagaKey(req.SagaID), sg.encode()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, fmt.Errorf("record saga %s: %w", req.SagaID, err)
 	}
 	return get(ctx, q.kv, req.SagaID)

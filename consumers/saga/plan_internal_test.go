@@ -120,3 +120,18 @@ func TestDecideOnSagaHistory(t *testing.T) {
 		})
 	}
 }
+
+func TestSagaKey(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]string{
+		"saga-42":     "saga-42",
+		"loop/42":     "loop/42",
+		"a.b":         "a.b",
+		"has space":   "b64.aGFzIHNwYWNl",
+		".leading":    "b64.LmxlYWRpbmc",
+		"trailing.":   "b64.dHJhaWxpbmcu",
+		"sternchen*>": "b64.c3Rlcm5jaGVuKj4",
+	} {
+		require.Equal(t, want, sagaKey(id), id)
+	}
+}

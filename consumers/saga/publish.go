@@ -36,7 +36,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, t Topology, req *schem
 		return nil, nil, fmt.Errorf("publish compensation %s to %s: %w", req.RequestID, msg.Subject, err)
 	}
 	sg := newSaga(req, data, msg.Header, ack.Stream, ack.Sequence, time.Now())
-	if _, err := kv.Create(ctx, Key(req.SagaID), sg.encode()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := kv.Create(ctx, sagaKey(req.SagaID), sg.encode()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return ack, nil, fmt.Errorf("record saga %s: %w", req.SagaID, err)
 	}
 	cur, err := get(ctx, kv, req.SagaID)

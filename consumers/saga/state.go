@@ -33,7 +33,8 @@ const (
 // Terminal reports whether the state ends the saga.
 func (s State) Terminal() bool { return s == Compensated || s == Quarantined }
 
-// Saga is a saga's recorded state in the saga bucket (key: Key(id)).
+// Saga is a saga's recorded state in the saga bucket, keyed by its id (as
+// "b64." and its URL-safe base64 when the id is not a valid key).
 type Saga struct {
 	ID     string                   `json:"saga_id"`
 	State  State                    `json:"state"`
@@ -85,9 +86,9 @@ func (s *Saga) encode() []byte {
 
 var kvKeyRE = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 
-// Key maps a saga id onto its KV key: the id itself when it is a valid
+// sagaKey maps a saga id onto its KV key: the id itself when it is a valid
 // key, else "b64." and its URL-safe base64.
-func Key(id string) string {
+func sagaKey(id string) string {
 	if kvKeyRE.MatchString(id) && id[0] != '.' && id[len(id)-1] != '.' {
 		return id
 	}
@@ -151,7 +152,7 @@ func keys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
 }
 
 func get(ctx context.Context, kv jetstream.KeyValue, id string) (*Saga, error) {
-	return getKey(ctx, kv, Key(id))
+	return getKey(ctx, kv, sagaKey(id))
 }
 
 func getKey(ctx context.Context, kv jetstream.KeyValue, key string) (*Saga, error) {
@@ -173,7 +174,7 @@ func getKey(ctx context.Context, kv jetstream.KeyValue, key string) (*Saga, erro
 // update writes next over cur if nobody changed it since cur was read, and
 // sets next.Revision.
 func update(ctx context.Context, kv jetstream.KeyValue, cur, next *Saga) error {
-	rev, err := kv.Update(ctx, Key(cur.ID), next.encode(), cur.Revision)
+	rev, err := kv.Update(ctx, sagaKey(cur.ID), next.encode(), cur.Revision)
 	if err != nil {
 		return fmt.Errorf("update saga %s: %w", cur.ID, err)
 	}
