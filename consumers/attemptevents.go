@@ -32,7 +32,7 @@ func (r *Runtime) attemptFailed(st *attemptState) {
 	if a.Progress.Known() {
 		ev.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
 	}
-	ev.Usage = usageRecord(a.Usage)
+	ev.Usage = a.Usage.Record()
 	if d := st.decision; d.Action == retry.ActionRetry {
 		ev.NextAttempt, ev.NextAgent, ev.NextDelayMs = d.NextAttempt, st.agentFor(d.Role), d.Delay.Milliseconds()
 	}

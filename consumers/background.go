@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -11,8 +12,8 @@ import (
 
 // background starts the loops every replica runs beside the router: the
 // MAX_DELIVERIES listener (crash-looping messages → quarantine) and, when
-// compensation handlers are configured, the saga sweeper. The returned
-// stop waits for them.
+// compensation handlers are configured, the saga compensation runner. The
+// returned stop waits for them.
 func (r *Runtime) background(ctx context.Context) (stop func(), err error) {
 	stopLoops, err := r.backgroundLoops(ctx)
 	if err != nil {
@@ -54,16 +55,16 @@ func (r *Runtime) backgroundLoops(ctx context.Context) (stop func(), err error) 
 	if len(r.cfg.Compensations) == 0 {
 		return adv.Stop, nil
 	}
-	sw, err := dlq.NewSweeper(dlq.SweeperConfig{JetStream: r.js, Writer: r.dlq, Handlers: r.cfg.Compensations, Logger: &r.log})
+	comp, err := saga.NewRunner(saga.Config{JetStream: r.js, Writer: r.dlq, Handlers: r.cfg.Compensations, Logger: &r.log})
 	if err != nil {
 		adv.Stop()
 		return nil, err
 	}
-	if err := sw.Start(ctx); err != nil {
+	if err := comp.Start(ctx); err != nil {
 		adv.Stop()
-		return nil, fmt.Errorf("compensation sweeper: %w", err)
+		return nil, fmt.Errorf("compensation runner: %w", err)
 	}
-	return func() { sw.Stop(); adv.Stop() }, nil
+	return func() { comp.Stop(); adv.Stop() }, nil
 }
 
 // annotate completes a max_deliveries record with the ledger's attempt
@@ -84,10 +85,10 @@ func (r *Runtime) annotate(ctx context.Context, rec *schemas.QuarantineRecord) {
 	}
 	rec.Attempts, rec.Errors = len(hist), nil
 	for _, a := range hist {
-		rec.Errors = append(rec.Errors, attemptRecord(a))
+		rec.Errors = append(rec.Errors, a.Record())
 	}
 	if len(hist) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = hist[0].At.UTC(), hist[len(hist)-1].At.UTC()
 	}
-	rec.Usage = usageRecord(retry.TotalUsage(hist))
+	rec.Usage = retry.TotalUsage(hist).Record()
 }

@@ -124,7 +124,7 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 	if p := st.attempt.Progress; p.Known() {
 		ev.Progress = &schemas.Progress{Completed: p.Completed, Total: p.Total}
 	}
-	ev.Usage = usageRecord(st.spent())
+	ev.Usage = st.spent().Record()
 	if st.stored != nil { // quarantined by an earlier delivery: its record has the history
 		ev.Usage = st.stored.Usage
 	}

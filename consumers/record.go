@@ -42,25 +42,10 @@ func (r *Runtime) addHistory(rec *schemas.QuarantineRecord, st *attemptState) {
 	}
 	rec.Attempts = len(all)
 	for _, a := range all {
-		rec.Errors = append(rec.Errors, attemptRecord(a))
+		rec.Errors = append(rec.Errors, a.Record())
 	}
 	if len(all) > 0 {
 		rec.FirstFailureAt, rec.LastFailureAt = all[0].At.UTC(), all[len(all)-1].At.UTC()
 	}
-	rec.Usage = usageRecord(retry.TotalUsage(all))
-}
-
-func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
-	ar := schemas.AttemptRecord{
-		Attempt: a.Number, Agent: a.Agent, Class: a.Class.String(), Error: a.Error,
-		DurationMs: a.Duration.Milliseconds(), At: a.At.UTC(),
-	}
-	if len(a.ErrorTypes) > 0 {
-		ar.ErrorType = a.ErrorTypes[0]
-	}
-	if a.Progress.Known() {
-		ar.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
-	}
-	ar.Usage = usageRecord(a.Usage)
-	return ar
+	rec.Usage = retry.TotalUsage(all).Record()
 }

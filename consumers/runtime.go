@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
@@ -76,9 +77,9 @@ type Config struct {
 	// NoAttemptEvents turns off attempt events (started, failed) on the
 	// attempts stream. Default: published.
 	NoAttemptEvents bool
-	// Compensations run saga compensation requests by kind (seed 003); with
-	// none, this replica runs no sweeper (`personaq compensate sweep` can).
-	Compensations map[schemas.CompensationKind]dlq.CompensationFunc
+	// Compensations run saga compensation requests by kind; with none, this
+	// replica runs no compensations (`personaq compensate sweep` can).
+	Compensations map[schemas.CompensationKind]saga.Func
 	// TracerProvider makes the spans of every delivery (see package
 	// tracing). Default: the global provider (otel.GetTracerProvider).
 	TracerProvider trace.TracerProvider

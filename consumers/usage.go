@@ -4,7 +4,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/retry"
-	"github.com/personaq/personaq/schemas"
 )
 
 // UsageObserver is an Observer that also counts what attempts consumed at
@@ -32,14 +31,6 @@ func (r *Runtime) observeUsage(st *attemptState) {
 // the current one (when it ran and is not among them).
 func (st *attemptState) spent() retry.Usage {
 	return retry.TotalUsage(st.history).Add(st.attempt.Usage)
-}
-
-// usageRecord is u as records carry it: nil when nothing was reported.
-func usageRecord(u retry.Usage) *schemas.Usage {
-	if u.IsZero() {
-		return nil
-	}
-	return &schemas.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
 }
 
 // logBudget adds what a request spent and its budget to the line that

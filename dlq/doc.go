@@ -1,7 +1,7 @@
 // Package dlq is personaq's quarantine: the stream where work that must stop
-// waits for a person: every request that stops ends as one record, N
-// replicas or sweeps store one record, and a saga compensation is never
-// reported COMPENSATED unless its handler succeeded.
+// waits for a person: every request that stops ends as one record, and N
+// replicas or sweeps store one record. Saga compensations live in package
+// consumers/saga, which writes its compensation_failed records here.
 //
 // Records (schemas.QuarantineRecord) keep the original subject, headers and
 // payload untouched with the reason, attempts, error history, provenance and
@@ -29,15 +29,8 @@
 //   - Inspector lists (newest first, filtered by reason, persona, task and
 //     time), counts, shows, replays (fresh request id "<id>-r<N>", lineage
 //     headers, idempotent, rate-limited) and purges records.
-//   - Sweeper runs saga compensations (DELETE_BRANCH, REMOVE_WORKTREE, …)
-//     under their own retry policy, with saga state in a KV bucket
-//     (personaq_sagas): COMPENSATED only when the handler returned nil,
-//     QUARANTINED with an operator-readable reason and a compensation_failed
-//     record otherwise (unknown kinds included), never left RUNNING; a
-//     second sweep leaves terminal sagas alone.
 //
 // Errors are the sentinels of errors.go (ErrNotFound, ErrStreamMissing, …),
-// wrapped with the stream or sequence they concern. AdvisoryListener and
-// Sweeper have the Start(ctx)/Stop() lifecycle of personaq's background
-// loops.
+// wrapped with the stream or sequence they concern. AdvisoryListener has
+// the Start(ctx)/Stop() lifecycle of personaq's background loops.
 package dlq

@@ -25,9 +25,4 @@ var (
 	// ErrCaptureFailed wraps the failed captures of a max-deliveries sweep:
 	// the sweep went on past each one and names them all.
 	ErrCaptureFailed = errors.New("crash-looping message not captured")
-	// ErrSagaNotFound is returned for an unknown saga id.
-	ErrSagaNotFound = errors.New("saga not found")
-	// ErrNoHandler is the error of a saga whose compensation kind has no
-	// registered handler; the saga is quarantined, never left running.
-	ErrNoHandler = errors.New("no compensation handler registered")
 )

@@ -23,14 +23,6 @@ const (
 	// DefaultPayloadBucket is the object store bucket where records keep
 	// payloads and headers too large to fit inside them.
 	DefaultPayloadBucket = "PERSONAQ_QUARANTINE_PAYLOADS"
-	// DefaultCompensationsStream holds compensation requests (work queue).
-	DefaultCompensationsStream = "PERSONAQ_COMPENSATIONS"
-	// DefaultCompensationsPrefix: requests go to <prefix>.<KIND>.
-	DefaultCompensationsPrefix = "personaq.compensations"
-	// DefaultCompensationsDurable is the durable consumer sweepers share.
-	DefaultCompensationsDurable = "personaq-compensations"
-	// DefaultSagaBucket is the KV bucket of saga states (key: saga id).
-	DefaultSagaBucket = "personaq_sagas"
 )
 
 // Headers of replayed messages (lineage) and of compensation records.
@@ -41,7 +33,8 @@ const (
 	HeaderReplayCount = "Personaq-Replay-Count"
 	// HeaderOriginalRequestID is the request id of the first publication.
 	HeaderOriginalRequestID = "Personaq-Original-Request-Id"
-	// HeaderSaga carries the saga id on compensation requests and records.
+	// HeaderSaga carries the saga id on compensation requests (package
+	// consumers/saga) and on their quarantine records.
 	HeaderSaga = "Personaq-Saga"
 	// HeaderCorrelationID is consumers.HeaderCorrelationID (the runtime
 	// reads it when a request has no correlation_id); replays set it so the

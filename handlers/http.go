@@ -287,24 +287,10 @@ func NewEnvelope(req *Request) Envelope {
 	}
 	for _, a := range req.Previous {
 		if a.Class.Failed() {
-			env.PreviousErrors = append(env.PreviousErrors, attemptRecord(a))
+			env.PreviousErrors = append(env.PreviousErrors, a.Record())
 		}
 	}
 	return env
-}
-
-func attemptRecord(a retry.Attempt) schemas.AttemptRecord {
-	r := schemas.AttemptRecord{
-		Attempt: a.Number, Agent: a.Agent, Class: a.Class.String(), Error: a.Error,
-		DurationMs: a.Duration.Milliseconds(), At: a.At,
-	}
-	if len(a.ErrorTypes) > 0 {
-		r.ErrorType = a.ErrorTypes[0]
-	}
-	if a.Progress.Known() {
-		r.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
-	}
-	return r
 }
 
 // correlationID falls back to the request ID so every call can be traced.

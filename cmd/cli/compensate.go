@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -30,8 +32,8 @@ func newCompensateCmd(g *globals) *cobra.Command {
 		Use:   "compensate",
 		Short: "Publish saga compensations and sweep them (a failed compensation is QUARANTINED, never COMPENSATED)",
 		Long: `A compensation undoes what a failed saga left behind (DELETE_BRANCH, REMOVE_WORKTREE, …).
-A sweep runs every pending one under its retry policy. A saga ends COMPENSATED only when
-its handler succeeded; a handler that fails for good — or a kind without a handler —
+A sweep runs every pending one under its retry policy (a retry is the request's redelivery
+after the policy's delay). A saga ends COMPENSATED only when its handler succeeded; a handler that fails for good — or a kind without a handler —
 leaves it QUARANTINED with a reason naming the kind and target, and a compensation_failed
 quarantine record. A second sweep is a no-op for terminal sagas, one failing saga never
 stops the others, and the sweep exits 1 when any saga failed.`,
@@ -41,7 +43,7 @@ stops the others, and the sweep exits 1 when any saga failed.`,
 }
 
 func newCompensatePublishCmd(g *globals) *cobra.Command {
-	var saga, kind, target, task, id, args, output string
+	var sagaID, kind, target, task, id, args, output string
 	cmd := &cobra.Command{
 		Use:   "publish --saga ID --kind KIND --target T",
 		Short: "Publish a compensation request; the saga is recorded RUNNING",
@@ -51,7 +53,7 @@ func newCompensatePublishCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req := &schemas.CompensationRequest{
-				SchemaVersion: schemas.Version, RequestID: id, SagaID: saga, Kind: schemas.CompensationKind(kind),
+				SchemaVersion: schemas.Version, RequestID: id, SagaID: sagaID, Kind: schemas.CompensationKind(kind),
 				Target: target, TaskID: task, CreatedAt: time.Now().UTC(),
 			}
 			if req.RequestID == "" {
@@ -72,7 +74,7 @@ func newCompensatePublishCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			ack, sg, err := dlq.PublishCompensation(cmd.Context(), js, dlq.CompensationTopology{}, req)
+			ack, sg, err := saga.Publish(cmd.Context(), js, saga.Topology{}, req)
 			if err != nil {
 				return err
 			}
@@ -89,7 +91,7 @@ func newCompensatePublishCmd(g *globals) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&saga, "saga", "", "saga id (required)")
+	fl.StringVar(&sagaID, "saga", "", "saga id (required)")
 	fl.StringVar(&kind, "kind", "", "compensation kind, e.g. DELETE_BRANCH, REMOVE_WORKTREE (required)")
 	fl.StringVar(&target, "target", "", "what the compensation acts on, e.g. a branch (required)")
 	fl.StringVar(&task, "task", "", "task id")
@@ -107,6 +109,7 @@ type compensateSweepFlags struct {
 	demo     bool
 	attempts int
 	timeout  time.Duration
+	maxWait  time.Duration
 	output   string
 }
 
@@ -121,6 +124,11 @@ argument, and PERSONAQ_SAGA_ID, PERSONAQ_COMPENSATION_KIND, PERSONAQ_TARGET,
 PERSONAQ_REQUEST_ID and PERSONAQ_TASK_ID in its environment. Exit 0 is success;
 75 (EX_TEMPFAIL) and 69 (EX_UNAVAILABLE) are retried under the policy (default: 2
 attempts); any other code fails for good. The end of stderr is the error text.
+
+A failed attempt is retried when the broker redelivers its request after the retry
+policy's delay; the sweep waits for scheduled retries up to --max-wait, then lists
+the sagas still retrying (a later sweep, or a replica running compensations, finishes
+them) and exits 6. It exits 1 when any saga failed, whatever else happened.
 
 --demo registers built-in handlers instead: REMOVE_WORKTREE always succeeds;
 DELETE_BRANCH refuses main, master and release/* ("protected branch").
@@ -146,12 +154,12 @@ A saga whose kind has no handler is quarantined, never left running.`,
 			log, _ := g.logger()
 			pol := retry.LocalPolicy()
 			pol.MaxAttempts, pol.AttemptTimeout = f.attempts, f.timeout
-			s, err := dlq.NewSweeper(dlq.SweeperConfig{JetStream: js, Handlers: hs, Policy: pol, Logger: &log,
+			r, err := saga.NewRunner(saga.Config{JetStream: js, Handlers: hs, Policy: pol, Logger: &log,
 				Writer: dlq.NewWriter(js, consumers.Topology{}.WithDefaults().QuarantineSubject, dlq.WithWriterLogger(&log))})
 			if err != nil {
 				return err
 			}
-			rep, err := s.Sweep(cmd.Context())
+			rep, err := r.Sweep(cmd.Context(), f.maxWait)
 			if f.output == "json" {
 				if jerr := qWriteJSON(g.stdout, rep); jerr != nil {
 					return jerr
@@ -165,6 +173,9 @@ A saga whose kind has no handler is quarantined, never left running.`,
 			if rep.Failed() {
 				return &ExitError{Code: 1, Err: fmt.Errorf("%d compensation(s) failed; see personaq quarantine ls --reason compensation_failed", len(rep.Errors))}
 			}
+			if rep.Unfinished() {
+				return &ExitError{Code: exitDeadline, Err: fmt.Errorf("%d compensation(s) still retrying after --max-wait %s; a later sweep finishes them", len(rep.Retrying), f.maxWait)}
+			}
 			return nil
 		},
 	}
@@ -173,18 +184,22 @@ A saga whose kind has no handler is quarantined, never left running.`,
 	fl.BoolVar(&f.demo, "demo", false, "use the built-in demo handlers (DELETE_BRANCH refuses main, master, release/*)")
 	fl.IntVar(&f.attempts, "attempts", 2, "attempts per compensation (the local preset's 2)")
 	fl.DurationVar(&f.timeout, "attempt-timeout", 2*time.Minute, "timeout of one attempt")
+	fl.DurationVar(&f.maxWait, "max-wait", saga.DefaultMaxWait, "how long to wait for scheduled retries before leaving them to a later sweep")
 	fl.StringVarP(&f.output, "output", "o", "text", "output: text|json")
 	return cmd
 }
 
-func (f compensateSweepFlags) registry() (map[schemas.CompensationKind]dlq.CompensationFunc, error) {
+func (f compensateSweepFlags) registry() (map[schemas.CompensationKind]saga.Func, error) {
 	if f.attempts < 1 || f.attempts > retry.MaxAttemptsLimit {
 		return nil, fmt.Errorf("invalid flag --attempts: %d (want 1..%d)", f.attempts, retry.MaxAttemptsLimit)
 	}
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("invalid flag --attempt-timeout: %s (want > 0)", f.timeout)
 	}
-	hs := map[schemas.CompensationKind]dlq.CompensationFunc{}
+	if f.maxWait <= 0 {
+		return nil, fmt.Errorf("invalid flag --max-wait: %s (want > 0)", f.maxWait)
+	}
+	hs := map[schemas.CompensationKind]saga.Func{}
 	if f.demo {
 		hs[schemas.CompensationRemoveWorktree] = func(context.Context, *schemas.CompensationRequest) error { return nil }
 		hs[schemas.CompensationDeleteBranch] = compDemoDeleteBranch
@@ -212,7 +227,7 @@ func compDemoDeleteBranch(_ context.Context, req *schemas.CompensationRequest) e
 }
 
 // compCommand runs argv + target; the exit code picks the class.
-func compCommand(argv []string) dlq.CompensationFunc {
+func compCommand(argv []string) saga.Func {
 	return func(ctx context.Context, req *schemas.CompensationRequest) error {
 		cmd := exec.CommandContext(ctx, argv[0], append(argv[1:len(argv):len(argv)], req.Target)...)
 		cmd.Env = append(os.Environ(), "PERSONAQ_SAGA_ID="+req.SagaID, "PERSONAQ_COMPENSATION_KIND="+string(req.Kind),
@@ -253,13 +268,20 @@ func qTail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-func compPrintSweep(w io.Writer, rep *dlq.Report) {
-	fmt.Fprintf(w, "compensation sweep: %d compensated, %d failed\n", len(rep.Recovered), len(rep.Errors))
+func compPrintSweep(w io.Writer, rep *saga.Report) {
+	fmt.Fprintf(w, "compensation sweep: %d compensated, %d failed", len(rep.Recovered), len(rep.Errors))
+	if rep.Unfinished() {
+		fmt.Fprintf(w, ", %d still retrying", len(rep.Retrying))
+	}
+	fmt.Fprintln(w)
 	for _, id := range rep.Recovered {
 		fmt.Fprintf(w, "  compensated  %s\n", id)
 	}
 	for _, e := range rep.Errors {
 		fmt.Fprintf(w, "  FAILED       %s\n", e)
+	}
+	for _, e := range rep.Retrying {
+		fmt.Fprintf(w, "  RETRYING     %s\n", e)
 	}
 }
 
@@ -292,24 +314,19 @@ func newCompensateLsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			s, err := dlq.NewSweeper(dlq.SweeperConfig{JetStream: js})
-			if err != nil {
-				return err
-			}
-			list := s.Sagas
-			if running {
-				list = s.InFlight
-			}
-			sagas, err := list(cmd.Context())
-			if errors.Is(err, dlq.ErrStreamMissing) {
+			sagas, err := saga.List(cmd.Context(), js, saga.Topology{})
+			if errors.Is(err, saga.ErrNotProvisioned) {
 				sagas, err = nil, nil
 			}
 			if err != nil {
 				return err
 			}
+			if running {
+				sagas = slices.DeleteFunc(sagas, func(sg *saga.Saga) bool { return sg.State.Terminal() })
+			}
 			if output == "json" {
 				if sagas == nil {
-					sagas = []*dlq.Saga{}
+					sagas = []*saga.Saga{}
 				}
 				return qWriteJSON(g.stdout, sagas)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -20,13 +20,13 @@ func script(t *testing.T, body string) string {
 	return p
 }
 
-func sagas(t *testing.T, url string) map[string]dlq.Saga {
+func sagas(t *testing.T, url string) map[string]saga.Saga {
 	t.Helper()
 	code, out, errOut := qrun(t, url, "compensate", "ls", "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var list []dlq.Saga
+	var list []saga.Saga
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
-	m := map[string]dlq.Saga{}
+	m := map[string]saga.Saga{}
 	for _, s := range list {
 		m[s.ID] = s
 	}
@@ -47,7 +47,7 @@ func TestCompensateSweepWithCommandHandlers(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "published compensation")
 	}
-	require.Equal(t, dlq.SagaRunning, sagas(t, url)["saga-42"].State)
+	require.Equal(t, saga.Running, sagas(t, url)["saga-42"].State)
 
 	protected := script(t, `echo "protected branch: $1 ($PERSONAQ_SAGA_ID)" >&2; exit 1`)
 	ok := script(t, `test "$PERSONAQ_COMPENSATION_KIND" = REMOVE_WORKTREE`)
@@ -60,9 +60,9 @@ func TestCompensateSweepWithCommandHandlers(t *testing.T) {
 	require.Contains(t, errOut, "1 compensation(s) failed")
 
 	got := sagas(t, url)
-	require.Equal(t, dlq.SagaQuarantined, got["saga-42"].State)
+	require.Equal(t, saga.Quarantined, got["saga-42"].State)
 	require.Equal(t, 1, got["saga-42"].Attempts, "exit 1 is terminal: not retried")
-	require.Equal(t, dlq.SagaCompensated, got["saga-43"].State)
+	require.Equal(t, saga.Compensated, got["saga-43"].State)
 
 	code, out, _ = qrun(t, url, "quarantine", "ls", "--reason", "compensation_failed")
 	require.Equal(t, 0, code)
@@ -90,10 +90,29 @@ func TestCompensateSweepRetriesTempfail(t *testing.T) {
 	flaky := script(t, `if [ -e "`+marker+`" ]; then exit 0; fi; touch "`+marker+`"; echo "index.lock exists" >&2; exit 75`)
 	code, out, errOut := qrun(t, url, "compensate", "sweep", "--handler", "DELETE_BRANCH="+flaky, "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var rep dlq.Report
+	var rep saga.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, []string{"s1"}, rep.Recovered)
 	require.Equal(t, 2, sagas(t, url)["s1"].Attempts)
+}
+
+// A retry scheduled past --max-wait is left to a later sweep: the sweep
+// names the saga still retrying and exits 6; the saga stays RUNNING.
+func TestCompensateSweepMaxWait(t *testing.T) {
+	t.Parallel()
+	url := testenv.StartNATS(t).URL()
+	code, _, errOut := qrun(t, url, "compensate", "publish", "--saga", "s-wait", "--kind", "DELETE_BRANCH", "--target", "loop/2")
+	require.Equal(t, 0, code, errOut)
+	busy := script(t, `echo "index.lock exists" >&2; exit 75`)
+	code, out, errOut := qrun(t, url, "compensate", "sweep", "--handler", "DELETE_BRANCH="+busy, "--max-wait", "300ms")
+	require.Equal(t, 6, code, errOut)
+	require.Contains(t, out, "compensation sweep: 0 compensated, 0 failed, 1 still retrying")
+	require.Contains(t, out, "RETRYING     saga s-wait: DELETE_BRANCH loop/2: 1 of 2 attempts made")
+	require.Contains(t, out, "index.lock exists")
+	require.Contains(t, errOut, "1 compensation(s) still retrying after --max-wait 300ms")
+	got := sagas(t, url)["s-wait"]
+	require.Equal(t, saga.Running, got.State)
+	require.Equal(t, 1, got.Attempts)
 }
 
 func TestCompensateDemoAndUnknownKind(t *testing.T) {
@@ -131,6 +150,7 @@ func TestCompensateFlagErrors(t *testing.T) {
 		"MissingSaga":  {[]string{"compensate", "publish", "--kind", "DELETE_BRANCH", "--target", "x"}, "saga"},
 		"BadArgs":      {[]string{"compensate", "publish", "--saga", "s", "--kind", "X", "--target", "x", "--args", "{"}, "--args"},
 		"BadAttempts":  {[]string{"compensate", "sweep", "--demo", "--attempts", "0"}, "--attempts"},
+		"BadMaxWait":   {[]string{"compensate", "sweep", "--demo", "--max-wait", "0s"}, "--max-wait"},
 		"Unreachable":  {[]string{"--nats-url", "nats://127.0.0.1:1", "compensate", "sweep", "--demo"}, "nats://127.0.0.1:1"},
 		"UnreachableP": {[]string{"--nats-url", "nats://127.0.0.1:1", "compensate", "publish", "--saga", "s", "--kind", "X", "--target", "x"}, "nats://127.0.0.1:1"},
 	}
