@@ -385,7 +385,7 @@ func (r *Runtime) classify(st *attemptState, attemptCtx context.Context) {
 	a.Usage = st.result.Usage
 	if st.err != nil {
 		a.Error = st.err.Error()
-		a.Output = string(st.result.Output) // what the persona answered (seed 002 feedback); the ledger bounds it
+		a.Output = string(st.result.Output) // what the persona answered (fed back to the next attempt); the ledger bounds it
 	}
 }
 

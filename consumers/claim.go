@@ -10,8 +10,8 @@ import (
 // sees it: the message stays ours while our heartbeats (InProgress) keep
 // resetting its AckWait clock. Once that clock may have run out the server
 // may have handed the message to another replica, and since ack, nak and
-// term are matched by stream sequence alone (DESIGN.md), any settle from us
-// could end *that* delivery: a lapsed claim settles nothing.
+// term are matched by stream sequence alone (a broker fact the tests pin),
+// any settle from us could end *that* delivery: a lapsed claim settles nothing.
 type claim struct {
 	ackWait time.Duration
 	cancel  context.CancelCauseFunc

@@ -55,10 +55,10 @@ func (s *inflightSet) snapshot() []inflightMsg {
 
 // heartbeatLoop sends InProgress for every in-flight message each interval,
 // resetting the server's AckWait clock so a long attempt is never handed
-// to another replica while this one is alive (DESIGN.md invariant 3). A
+// to another replica while this one is alive. A
 // message whose heartbeat is overdue (the process was frozen, the clock
 // ran out while sends failed) is not beaten again: its claim is lost, its
-// work cancelled, and it settles nothing (DESIGN.md invariant 8).
+// work cancelled, and it settles nothing.
 func (s *subscription) heartbeatLoop() {
 	defer close(s.beatDone)
 	t := time.NewTicker(s.heartbeatInterval())

@@ -14,7 +14,7 @@ import (
 )
 
 // CommitError is a git step's own error type; policies name it to stop
-// retrying (seed 000's _GIT_RETRY).
+// retrying (the git policy's non-retryable errors).
 type CommitError struct{ Reason string }
 
 func (e *CommitError) Error() string { return "commit: " + e.Reason }

@@ -27,7 +27,7 @@ func startEmbeddedNATS(dir, listen string) (*server.Server, error) {
 	s, err := server.NewServer(&server.Options{
 		ServerName: "personaq-dev", Host: host, Port: port, JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true,
-		// A dev server must not lose acknowledged writes (DESIGN.md: sync_interval always).
+		// A dev server must not lose acknowledged writes (sync_interval: always).
 		SyncAlways: true,
 	})
 	if err != nil {

@@ -4,8 +4,7 @@
 //
 //   - StartNATS: nats-server with JetStream, file storage on a named Docker
 //     volume and sync_interval always, so a container restart keeps every
-//     acknowledged write (DESIGN.md, "How the broker and client really
-//     behave").
+//     acknowledged write.
 //   - StartRedis: redis-server with an append-only file (fsync always) on a
 //     named volume, so the attempt ledger survives a stop and start.
 //   - StartReplica: `personaq serve --config FILE` in the personaq image on

@@ -52,7 +52,7 @@ listen: "0.0.0.0:4222"
 http: "0.0.0.0:8222"
 jetstream {
   store_dir: "/data"
-  # fsync every write before acknowledging it (DESIGN.md: an R1 server
+  # fsync every write before acknowledging it (an R1 server
   # otherwise loses acknowledged writes on a crash).
   sync_interval: always
 }

@@ -27,7 +27,7 @@ func StartNATS(tb testing.TB) *NATS {
 		StoreDir:  tb.TempDir(),
 		NoLog:     true,
 		NoSigs:    true,
-		// Tests must not lose acknowledged writes on a restart (DESIGN.md).
+		// Tests must not lose acknowledged writes on a restart.
 		SyncAlways: true,
 	}
 	n := &NATS{opts: opts}
