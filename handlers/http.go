@@ -195,7 +195,7 @@ func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, 
 	// from them, and the next attempt may be shown what was wrong.
 	res := Result{Output: outputOf(body)}
 	res.Progress, _ = parseProgress(body)
-	statusErr := h.status.FromStatus(resp.StatusCode, string(body), resp.Header.Get("Retry-After"), time.Now())
+	statusErr := h.status.FromResponse(resp.StatusCode, string(body), resp.Header, time.Now())
 	switch {
 	case statusErr != nil:
 		// The status decides even if the body was cut short or too long.
