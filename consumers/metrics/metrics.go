@@ -38,6 +38,7 @@ type Metrics struct {
 	ledgerErrors    *prometheus.CounterVec
 	settleRefused   *prometheus.CounterVec
 	staleSettles    *prometheus.CounterVec
+	flow            *flowMetrics
 }
 
 var _ consumers.FenceObserver = (*Metrics)(nil)
@@ -94,6 +95,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Settles refused because this replica had lost the attempt's lease or its claim on the message (frozen, partitioned, Redis unreachable), by what was refused.",
 		}, []string{"persona", "op"}),
 	}
+	m.flow = newFlowMetrics(reg)
 	if reg == nil {
 		return m
 	}
