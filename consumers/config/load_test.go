@@ -46,10 +46,11 @@ func TestLoadDefaults(t *testing.T) {
 		},
 		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s"), UnknownPersonaGrace: d("5m"), AttemptEvents: ptr(true)},
 		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m"),
-			MaxRetries: ptr(3)},
+			MaxRetries: ptr(3), Circuit: config.CircuitConfig{Failures: 5, CoolDown: d("30s")}},
 		PersonaConfigs: map[string]*config.PersonaConfig{"echo": {
 			Invoker: config.InvokerConfig{Type: "demo", Demo: "echo"},
 			Timeout: d("10m"), Policy: config.PolicyConfig{Preset: "persona"}, Concurrency: 16, MaxReplicas: 4,
+			Circuit: config.CircuitConfig{Failures: 5, CoolDown: d("30s")},
 		}},
 	}
 	require.Empty(t, cmp.Diff(want, got, cmpopts.IgnoreUnexported(config.PersonaConfig{}, config.PolicyConfig{})))
