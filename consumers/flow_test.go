@@ -38,7 +38,7 @@ type provider struct {
 	failed     int
 }
 
-func newProvider(t *testing.T, rate, burst float64, retryAfter string) *provider {
+func newProvider(t testing.TB, rate, burst float64, retryAfter string) *provider {
 	p := &provider{rate: rate, burst: burst, tokens: burst, last: time.Now(), retryAfter: retryAfter}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
