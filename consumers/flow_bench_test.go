@@ -26,8 +26,9 @@ import (
 //	go test -run='^$' -bench='^BenchmarkFlowCircuit$' -benchtime=1x -count=3 ./consumers/
 //
 // BenchmarkFlowLimiter: the provider admits flowRate requests/s (a token
-// bucket with a burst of a tenth of a second, answering 429 with
-// Retry-After: 1 past it); the limiter is set 3% below it (requests_per_minute
+// bucket refilling flowRate/s holding one second's worth, ProviderBurst=1s,
+// or a tenth of a second's, ProviderBurst=100ms; past it, 429 with
+// Retry-After: 1); the limiter is set 3% below it (requests_per_minute
 // = 0.97 × 60 × flowRate, burst 5), as an operator sets a limiter under a
 // provider's published limit. A backlog of flowSeconds × flowRate requests
 // is published up front. Reported: the throughput the provider saw (its
@@ -135,36 +136,44 @@ func (p *provider) waitOK(b *testing.B, n int, timeout time.Duration) {
 }
 
 func BenchmarkFlowLimiter(b *testing.B) {
-	for range b.N {
-		prov := newProvider(b, flowRate, flowRate/10, "1")
-		fb := newFlowBench(b, map[string]flow.Limit{"provider": {RequestsPerMinute: flowRate * 60 * 97 / 100, Burst: 5}})
-		p := benchHTTPPersona(b, "bench", prov.srv.URL, retry.Policy{Name: "bench", MaxAttempts: 5,
-			AttemptTimeout: 10 * time.Second, Schedule: retry.Linear{Step: 100 * time.Millisecond}})
-		p.Limiter = "provider"
-		n := flowSeconds * flowRate
-		fb.publish(b, "bench", n)
-		b.ResetTimer()
-		fb.start(b, p)
-		prov.waitOK(b, n, time.Duration(flowSeconds*3)*time.Second)
-		b.StopTimer()
-		prov.mu.Lock()
-		var first, last time.Time
-		for _, c := range prov.calls {
-			if first.IsZero() || c.Before(first) {
-				first = c
+	for _, burst := range []time.Duration{time.Second, 100 * time.Millisecond} {
+		b.Run("ProviderBurst="+burst.String(), func(b *testing.B) {
+			for range b.N {
+				benchLimiter(b, float64(flowRate)*burst.Seconds())
 			}
-			if c.After(last) {
-				last = c
-			}
-		}
-		calls, ok, throttled := len(prov.calls), prov.ok, prov.throttled
-		prov.mu.Unlock()
-		rate := float64(ok-1) / last.Sub(first).Seconds()
-		b.ReportMetric(rate, "ok_calls/s")
-		b.ReportMetric(rate/flowRate, "share_of_limit")
-		b.ReportMetric(100*float64(throttled)/float64(calls), "429_pct")
-		b.ReportMetric(float64(throttled), "429s")
+		})
 	}
+}
+
+func benchLimiter(b *testing.B, providerBurst float64) {
+	prov := newProvider(b, flowRate, providerBurst, "1")
+	fb := newFlowBench(b, map[string]flow.Limit{"provider": {RequestsPerMinute: flowRate * 60 * 97 / 100, Burst: 5}})
+	p := benchHTTPPersona(b, "bench", prov.srv.URL, retry.Policy{Name: "bench", MaxAttempts: 5,
+		AttemptTimeout: 10 * time.Second, Schedule: retry.Linear{Step: 100 * time.Millisecond}})
+	p.Limiter = "provider"
+	n := flowSeconds * flowRate
+	fb.publish(b, "bench", n)
+	b.ResetTimer()
+	fb.start(b, p)
+	prov.waitOK(b, n, time.Duration(flowSeconds*3)*time.Second)
+	b.StopTimer()
+	prov.mu.Lock()
+	var first, last time.Time
+	for _, c := range prov.calls {
+		if first.IsZero() || c.Before(first) {
+			first = c
+		}
+		if c.After(last) {
+			last = c
+		}
+	}
+	calls, ok, throttled := len(prov.calls), prov.ok, prov.throttled
+	prov.mu.Unlock()
+	rate := float64(ok-1) / last.Sub(first).Seconds()
+	b.ReportMetric(rate, "ok_calls/s")
+	b.ReportMetric(rate/flowRate, "share_of_limit")
+	b.ReportMetric(100*float64(throttled)/float64(calls), "429_pct")
+	b.ReportMetric(float64(throttled), "429s")
 }
 
 func BenchmarkFlowCircuit(b *testing.B) {
