@@ -319,3 +319,52 @@ func TestFlowConfigValidation(t *testing.T) {
 }
 
 var _ consumers.FlowObserver = (*flowObs)(nil)
+
+// TestFlowCoolingLimiterHoldsNothing: while a limiter cools down, no
+// replica pulls its persona's requests (they stay pending, none is held
+// against AckWait, no attempt is made) and their runnable backlog is 0;
+// another persona's backlog counts in full. When the cool-down ends they
+// run.
+func TestFlowCoolingLimiterHoldsNothing(t *testing.T) {
+	t.Parallel()
+	prov := newProvider(t, 0, 0, "")
+	h, lim, circuits := newFlowHarness(t, map[string]flow.Limit{"provider-z": {RequestsPerMinute: 6000}})
+	obs := newFlowObs()
+	limited := httpPersona(t, "limited", prov.srv.URL, fastPolicy(3))
+	limited.Limiter = "provider-z"
+	free := persona("free", handlers.Func(func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
+		<-ctx.Done() // holds its requests: in flight, runnable
+		return handlers.Result{}, ctx.Err()
+	}), fastPolicy(3))
+	_, err := lim.CoolDown(context.Background(), "provider-z", 3*time.Second)
+	require.NoError(t, err)
+	h.startArmed(func(c *consumers.Config) { c.Limiter, c.Circuits, c.Observer = lim, circuits, obs },
+		func(rt *consumers.Runtime) { rt.SetBacklogInterval(50 * time.Millisecond) }, limited, free)
+	out := h.watchOutcomes()
+	var reqs []*schemas.PersonaRequest
+	for i := range 5 {
+		reqs = append(reqs, h.publish("limited", fmt.Sprintf("l%d", i)))
+		h.publish("free", fmt.Sprintf("f%d", i))
+	}
+	require.Eventually(t, func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return obs.runnable["free"] == 5
+	}, 5*time.Second, 10*time.Millisecond, "pending plus in flight, as KEDA counts")
+	c, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("limited"))
+	require.NoError(t, err)
+	info, err := c.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 5, info.NumPending, "not pulled")
+	require.Zero(t, info.NumAckPending, "nothing held against AckWait")
+	obs.mu.Lock()
+	require.Zero(t, obs.runnable["limited"], "nothing can start during the cool-down")
+	obs.mu.Unlock()
+	calls, _, _, _ := prov.counts()
+	require.Zero(t, calls)
+	for _, req := range reqs {
+		ev := out.wait(t, req.RequestID, 15*time.Second)
+		require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
+		require.Equal(t, 1, ev.Attempts)
+	}
+}

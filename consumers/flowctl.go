@@ -459,7 +459,11 @@ func (r *Runtime) watchBacklog(ctx context.Context) {
 		}
 	}
 	measure()
-	every(ctx, backlogInterval, measure)
+	interval := r.backlogEvery
+	if interval == 0 {
+		interval = backlogInterval
+	}
+	every(ctx, interval, measure)
 }
 
 func (r *Runtime) runnable(ctx context.Context, p *personaRuntime) (int, bool) {

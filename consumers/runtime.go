@@ -108,6 +108,9 @@ type Runtime struct {
 	leases   *leaseKeeper
 	// replicaID names this replica in the shared circuit states.
 	replicaID string
+	// backlogEvery, a test hook, is how often the runnable backlog is
+	// measured (0: backlogInterval).
+	backlogEvery time.Duration
 	// epoch is when the ledger's data set began (unix ms; 0: unknown).
 	epoch atomic.Int64
 	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
