@@ -2,10 +2,11 @@ package consumers
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -366,8 +367,9 @@ func (f *personaFlow) throttled(st *attemptState, wait time.Duration) bool {
 		return false
 	}
 	st.attempt.Class = retry.ClassSnooze
-	st.decision = retry.Decision{Action: retry.ActionRetry, Counted: false, Delay: cd.Remaining}
-	st.verdict, st.delay = verdictRelease, cd.Remaining
+	delay := cd.Remaining + spread(cd.Remaining)
+	st.decision = retry.Decision{Action: retry.ActionRetry, Counted: false, Delay: delay}
+	st.verdict, st.delay = verdictRelease, delay
 	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", cd.Remaining.Seconds()).Int("attempt", st.attempt.Number).
 		Msg("provider throttled during the limiter's cool-down; released until it ends without counting an attempt")
 	return true
@@ -403,7 +405,8 @@ func (r *Runtime) flowMiddleware(next message.HandlerFunc) message.HandlerFunc {
 		st := stateOf(msg)
 		if f := st.persona.flow; f != nil {
 			if why, until := f.blocked(r.now()); why != "" {
-				st.verdict, st.delay = verdictRelease, max(until.Sub(r.now()), 0)+busyMargin
+				wait := max(until.Sub(r.now()), 0)
+				st.verdict, st.delay = verdictRelease, wait+busyMargin+spread(wait)
 				st.log.Info().Str("why", why).Float64("backoffSeconds", st.delay.Seconds()).
 					Msg("request not started: flow control holds its persona; released without counting an attempt")
 				return nil, nil
@@ -498,12 +501,22 @@ func (r *Runtime) runnable(ctx context.Context, p *personaRuntime) (int, bool) {
 	return n, true
 }
 
+// spread is a random part of up to a fifth of wait (at most 1s): requests
+// released until a cool-down ends come back spread out behind the one
+// whose retry waits exactly for it, not as one herd in the same order.
+func spread(wait time.Duration) time.Duration {
+	if limit := min(wait/5, time.Second); limit > 0 {
+		return rand.N(limit)
+	}
+	return 0
+}
+
 // newReplicaID names this replica to the others (the half-open probe's
 // holder): host name and a random suffix.
 func newReplicaID() string {
 	host, _ := os.Hostname()
 	b := make([]byte, 4)
-	_, _ = rand.Read(b)
+	_, _ = crand.Read(b)
 	return host + "-" + hex.EncodeToString(b)
 }
 
