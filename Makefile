@@ -38,6 +38,8 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkFailover$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSubmitAwait$$' -benchtime=300x -count=3 -timeout 30m ./consumers/client/
 	$(GO) test -run='^$$' -bench=QuarantinePage -benchtime=20x -count=3 -timeout 30m ./consumers/console/
+	$(GO) test -run='^$$' -bench='^BenchmarkFlowLimiter$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkFlowCircuit$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 
 fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/

@@ -337,6 +337,9 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 			return nil, nil
 		}
 		r.classify(st, ctx)
+		if r.afterAttempt(st) {
+			return nil, nil
+		}
 		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
 		st.decision = retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history,
 			Current: st.attempt, ProgressTotal: st.req.ProgressTotal})

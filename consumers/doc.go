@@ -14,4 +14,11 @@
 // messages as it has free slots, so no message waits in a client buffer
 // while its AckWait clock runs, and InProgress heartbeats keep a long
 // attempt from being redelivered to another replica.
+//
+// Flow control (package flow) sits at the pull: a persona's subscription
+// asks its Gate before every fetch, so a request that its shared rate
+// limiter or its open circuit would not let start is never pulled. A
+// provider's 429 cools the limiter down for every replica; consecutive
+// provider failures open the circuit, which pauses the persona's consumer
+// on the server until one half-open probe decides.
 package consumers

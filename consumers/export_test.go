@@ -1,6 +1,10 @@
 package consumers
 
-import "github.com/personaq/personaq/dlq"
+import (
+	"time"
+
+	"github.com/personaq/personaq/dlq"
+)
 
 // Freeze suppresses (true) or resumes (false) this runtime's heartbeats and
 // lease renewals: to the other replicas and the servers it then looks like a
@@ -33,3 +37,7 @@ func (r *Runtime) CrashQuarantineAt(step QuarantineStep) {
 // CrashArmed reports whether a crash armed by CrashQuarantineAt has not
 // happened yet.
 func (r *Runtime) CrashArmed() bool { return r.crashAt.Load() != int32(stepNone) }
+
+// SetBacklogInterval sets how often the runnable backlog is measured. Call
+// it before Run.
+func (r *Runtime) SetBacklogInterval(d time.Duration) { r.backlogEvery = d }

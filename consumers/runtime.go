@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/tracing"
@@ -42,6 +43,12 @@ type Persona struct {
 	AckWait time.Duration
 	// MaxDeliver is the crash-loop safety net. Default: 50.
 	MaxDeliver int
+	// Limiter names the shared rate limiter (Config.Limiter) every pull of
+	// this persona takes permits from. Default: none.
+	Limiter string
+	// Circuit is the persona's circuit breaker (needs Config.Circuits).
+	// Default: off.
+	Circuit flow.Circuit
 }
 
 // Config configures a Runtime.
@@ -83,6 +90,15 @@ type Config struct {
 	// TracerProvider makes the spans of every delivery (see package
 	// tracing). Default: the global provider (otel.GetTracerProvider).
 	TracerProvider trace.TracerProvider
+	// Limiter holds the shared rate limits personas name (Persona.Limiter).
+	// Required when a persona names one.
+	Limiter *flow.Limiter
+	// Circuits shares circuit states between replicas. Required when a
+	// persona has a circuit breaker.
+	Circuits *flow.Circuits
+	// ReplicaID names this replica to the others (which one holds a
+	// circuit's half-open probe). Default: host name and a random suffix.
+	ReplicaID string
 }
 
 // Runtime runs persona requests from JetStream through the retry pipeline.
@@ -101,6 +117,11 @@ type Runtime struct {
 	obs      Observer
 	leases   *leaseKeeper
 	tracer   trace.Tracer
+	// replicaID names this replica in the shared circuit states.
+	replicaID string
+	// backlogEvery, a test hook, is how often the runnable backlog is
+	// measured (0: backlogInterval).
+	backlogEvery time.Duration
 	// epoch is when the ledger's data set began (unix ms; 0: unknown).
 	epoch atomic.Int64
 	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
@@ -127,6 +148,8 @@ type personaRuntime struct {
 	policy  retry.Policy
 	slots   int
 	spec    ConsumerSpec
+	// flow is its flow control (nil: no limiter, no circuit breaker).
+	flow *personaFlow
 }
 
 // New validates cfg and builds a Runtime.
@@ -160,8 +183,15 @@ func New(cfg Config) (*Runtime, error) {
 			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
 		})
 	}
+	r.replicaID = cfg.ReplicaID
+	if r.replicaID == "" {
+		r.replicaID = newReplicaID()
+	}
 	for _, p := range cfg.Personas {
-		r.personas[p.Name] = newPersonaRuntime(p)
+		pr := newPersonaRuntime(p)
+		pr.flow = r.newPersonaFlow(p, pr)
+		addFlowMetadata(pr.spec.Metadata, p)
+		r.personas[p.Name] = pr
 	}
 	return r, nil
 }
@@ -177,6 +207,9 @@ func validate(cfg Config) error {
 	for i, p := range cfg.Personas {
 		if err := validatePersona(p); err != nil {
 			return fmt.Errorf("%w: personas[%d]: %w", ErrInvalidConfig, i, err)
+		}
+		if err := validateFlow(cfg, p); err != nil {
+			return fmt.Errorf("%w: personas[%d]: %s: %w", ErrInvalidConfig, i, p.Name, err)
 		}
 		if seen[p.Name] {
 			return fmt.Errorf("%w: personas[%d].name: duplicate %q", ErrInvalidConfig, i, p.Name)
@@ -261,6 +294,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 		go r.watchLedger(ctx, 2*time.Second)
 		go r.leases.run(ctx, r.leaseInterval())
 	}
+	go r.watchCircuits(ctx)
+	go r.watchBacklog(ctx)
 	go func() {
 		select {
 		case <-router.Running():
@@ -288,12 +323,12 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 		return nil, nil, err
 	}
 	var subs []*Subscriber
-	router.AddMiddleware(r.traceMiddleware, r.settleMiddleware, r.decodeMiddleware, r.ledgerMiddleware, r.decideMiddleware)
+	router.AddMiddleware(r.traceMiddleware, r.settleMiddleware, r.decodeMiddleware, r.flowMiddleware, r.ledgerMiddleware, r.decideMiddleware)
 	for _, p := range r.personas {
 		sub, err := NewSubscriber(SubscriberConfig{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
-			StaleSettle: r.countStale, frozen: &r.frozen,
+			StaleSettle: r.countStale, frozen: &r.frozen, Gate: p.gate(),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -41,9 +41,23 @@ type SubscriberConfig struct {
 	// StaleSettle, when set, is called for every settle refused because the
 	// message's claim lapsed (op: ack, nak, term, release).
 	StaleSettle func(topic, op string)
+	// Gate, when set, admits pulls (flow control): the subscription asks it
+	// before every fetch and pulls only what it admits, so a message is
+	// never pulled that could not start now. Default: none (free slots
+	// decide alone).
+	Gate Gate
 
 	// frozen (a Runtime's test hook) suppresses heartbeats and fetches while set.
 	frozen *atomic.Bool
+}
+
+// Gate admits a subscription's pulls: a rate limiter, an open circuit.
+type Gate interface {
+	// Admit returns how many of the n pulls wanted may go ahead now (0 to
+	// n); with none, how long to wait before asking again.
+	Admit(ctx context.Context, n int) (admitted int, wait time.Duration)
+	// Unused gives back n admitted pulls that brought no message.
+	Unused(ctx context.Context, n int)
 }
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {

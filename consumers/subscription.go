@@ -89,9 +89,31 @@ func (s *subscription) fetchLoop() {
 			s.pause(s.cfg.FetchMaxWait)
 			continue
 		}
+		if n = s.admit(n); n == 0 {
+			continue
+		}
 		got := s.fetch(n)
+		if got < n && s.cfg.Gate != nil {
+			s.cfg.Gate.Unused(s.runCtx, n-got)
+		}
 		s.release(n - got)
 	}
+}
+
+// admit asks the gate (if any) how many of the n slots taken may pull now
+// and gives the others back; with none admitted it waits as told (or
+// until stopped) holding no message, and returns 0.
+func (s *subscription) admit(n int) int {
+	if s.cfg.Gate == nil {
+		return n
+	}
+	k, wait := s.cfg.Gate.Admit(s.runCtx, n)
+	k = min(max(k, 0), n)
+	s.release(n - k)
+	if k == 0 {
+		s.pause(max(wait, time.Millisecond))
+	}
+	return k
 }
 
 // acquire blocks for one free slot, then takes every other free one. Stop

@@ -259,7 +259,7 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 	// one of the files beside it.
 	entries, err := os.ReadDir(k8sDir)
 	require.NoError(t, err)
-	known := append(slices.Clone(b.kustomization.Resources), "kustomization.yaml", "personaq.yaml", "secret.example.yaml")
+	known := append(slices.Clone(b.kustomization.Resources), "kustomization.yaml", "personaq.yaml", "secret.example.yaml", runnableVariant)
 	for _, e := range entries {
 		if !e.IsDir() && strings.HasSuffix(e.Name(), ".yaml") {
 			require.Contains(t, known, e.Name(), "%s is neither a resource of kustomization.yaml nor a known file", e.Name())
@@ -508,10 +508,15 @@ func validateScaledObject(data []byte) error {
 	triggers, _ := so.Spec["triggers"].([]any)
 	for i, tr := range triggers {
 		tm := tr.(map[string]any)
-		if tm["type"] != "nats-jetstream" {
-			return fmt.Errorf("triggers[%d]: type %v: only nats-jetstream is checked here", i, tm["type"])
+		check := checkNATSJetStreamMetadata
+		switch tm["type"] {
+		case "nats-jetstream":
+		case "prometheus":
+			check = checkPrometheusMetadata
+		default:
+			return fmt.Errorf("triggers[%d]: type %v: only nats-jetstream and prometheus are checked here", i, tm["type"])
 		}
-		if err := checkNATSJetStreamMetadata(tm["metadata"].(map[string]any)); err != nil {
+		if err := check(tm["metadata"].(map[string]any)); err != nil {
 			return fmt.Errorf("triggers[%d] (%v): %w", i, tm["name"], err)
 		}
 	}

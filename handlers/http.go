@@ -201,7 +201,7 @@ func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, 
 	res := Result{Output: outputOf(body)}
 	res.Progress, _ = parseProgress(body)
 	res.Usage, _ = parseUsage(body) // a failed answer may have been paid for too
-	statusErr := h.status.FromStatus(resp.StatusCode, string(body), resp.Header.Get("Retry-After"), time.Now())
+	statusErr := h.status.FromResponse(resp.StatusCode, string(body), resp.Header, time.Now())
 	switch {
 	case statusErr != nil:
 		// The status decides even if the body was cut short or too long.

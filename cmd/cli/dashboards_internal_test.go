@@ -15,18 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// pendingMetrics are names the dashboard and alert rules use that another
-// branch brings (flow control; token usage). Each is reported, not
-// failed, while missing; once the binary exports it, the test fails until
-// it is removed from here.
-var pendingMetrics = map[string]string{
-	"personaq_circuit_open":             "flow control: circuit breaker",
-	"personaq_runnable_backlog":         "flow control: rate limits",
-	"personaq_limiter_wait_seconds":     "flow control: rate limits",
-	"personaq_limiter_cooldowns_total":  "flow control: rate limits",
-	"personaq_provider_throttled_total": "flow control: rate limits",
-}
-
 // describingRegistry keeps every collector registered on it, so the test
 // can ask each for its descriptions: Gather leaves out a vector that has
 // no series yet, the registry's list does not.
@@ -142,37 +130,22 @@ func family(name string, exported map[string]bool) (string, bool) {
 		if base, ok := strings.CutSuffix(name, suffix); ok && exported[base] {
 			return base, true
 		}
-		if base, ok := strings.CutSuffix(name, suffix); ok && pendingMetrics[base] != "" {
-			return base, false
-		}
 	}
 	return name, false
 }
 
 // Every metric the shipped dashboard and alert rules use is one the binary
-// exports (or is listed in pendingMetrics, waiting for another branch).
+// exports.
 func TestDashboardsUseExportedMetricNames(t *testing.T) {
 	exported := exportedMetrics(t)
 	require.True(t, exported["personaq_attempts_total"], "sanity: the Observer's metrics are described")
 	require.True(t, exported["personaq_consumer_pending_messages"], "sanity: the runtime collector is registered")
-	var missing, waiting []string
+	var missing []string
 	for name, where := range usedMetrics(t) {
-		fam, ok := family(name, exported)
-		switch {
-		case ok && pendingMetrics[fam] != "":
-			t.Errorf("%s is exported now: remove it from pendingMetrics", fam)
-		case ok:
-		case pendingMetrics[fam] != "":
-			waiting = append(waiting, fam+" ("+pendingMetrics[fam]+"; used by "+strings.Join(where, ", ")+")")
-		default:
+		if _, ok := family(name, exported); !ok {
 			missing = append(missing, name+" (used by "+strings.Join(where, ", ")+")")
 		}
 	}
 	sort.Strings(missing)
-	sort.Strings(waiting)
-	waiting = slices.Compact(waiting)
-	if len(waiting) > 0 {
-		t.Logf("not exported yet, brought by another branch (pendingMetrics):\n  %s", strings.Join(waiting, "\n  "))
-	}
 	require.Empty(t, missing, "metric names the dashboard or alert rules use that the binary does not export:\n  %s", strings.Join(missing, "\n  "))
 }

@@ -13,9 +13,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/flow"
 )
 
 func init() { register(newPersonaCmd) }
@@ -92,7 +94,12 @@ func newPersonaLsCmd(g *globals, stream *string) *cobra.Command {
   REDELIVERED  delivered more than once and not yet acknowledged (NumRedelivered)
   PAUSED       whether deliveries are paused, and until when
   PULLS        pull requests waiting from replicas (NumWaiting): a proxy for
-               bound replicas; a replica whose slots are all busy has none`,
+               bound replicas; a replica whose slots are all busy has none
+  LIMITER      the shared rate limiter its pulls take permits from (- none)
+  CIRCUIT      its circuit breaker: closed, open until a time (after how many
+               failures), half-open (one probe decides), or off. The state is
+               read from Redis (--redis-url, REDIS_URL, or a running dev's);
+               without it, "on" says only that a breaker is configured`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -103,6 +110,7 @@ func newPersonaLsCmd(g *globals, stream *string) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				addCircuitStates(cmd.Context(), g, views)
 				return writePersonas(g.stdout, output, views)
 			})
 		},
@@ -232,6 +240,14 @@ type personaView struct {
 	// serves it (Consumer is empty); Oldest is when the first was stored.
 	Unserved bool       `json:"unserved,omitempty"`
 	Oldest   *time.Time `json:"oldest,omitempty"`
+	// Limiter is the rate limiter it takes permits from ("" none).
+	Limiter string `json:"limiter,omitempty"`
+	// Breaker is its circuit breaker as "failures/cool-down" ("" none);
+	// Circuit its state (closed, open, half-open; "" unknown without Redis).
+	Breaker         string     `json:"breaker,omitempty"`
+	Circuit         string     `json:"circuit,omitempty"`
+	CircuitUntil    *time.Time `json:"circuitUntil,omitempty"`
+	CircuitFailures int        `json:"circuitFailures,omitempty"`
 }
 
 func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([]personaView, error) {
@@ -254,6 +270,7 @@ func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([
 			InFlight: info.NumAckPending, Redelivered: info.NumRedelivered,
 			Paused: info.Paused, WaitingPulls: info.NumWaiting, PushBound: info.PushBound,
 		}
+		v.Limiter, v.Breaker = consumers.FlowInfo(info.Config.Metadata)
 		if info.Paused && info.Config.PauseUntil != nil {
 			u := info.Config.PauseUntil.UTC()
 			v.PauseUntil, v.PauseRemainingMs = &u, info.PauseRemaining.Milliseconds()
@@ -307,13 +324,14 @@ func writePersonas(w io.Writer, output string, views []personaView) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PERSONA\tPENDING\tIN FLIGHT\tREDELIVERED\tPAUSED\tPULLS")
+	fmt.Fprintln(tw, "PERSONA\tPENDING\tIN FLIGHT\tREDELIVERED\tPAUSED\tPULLS\tLIMITER\tCIRCUIT")
 	for _, v := range views {
 		if v.Unserved {
-			fmt.Fprintf(tw, "%s\t%d\t-\t-\tNOT SERVED: no replica runs it; oldest waiting %s\t-\n", v.Persona, v.Pending, time.Since(*v.Oldest).Round(time.Second))
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\tNOT SERVED: no replica runs it; oldest waiting %s\t-\t-\t-\n", v.Persona, v.Pending, time.Since(*v.Oldest).Round(time.Second))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", v.Persona, v.Pending, v.InFlight, v.Redelivered, pausedText(v), pullsText(v))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", v.Persona, v.Pending, v.InFlight, v.Redelivered, pausedText(v), pullsText(v),
+			orDash(v.Limiter), circuitText(v))
 	}
 	return tw.Flush()
 }
@@ -336,4 +354,60 @@ func pullsText(v personaView) string {
 		return fmt.Sprintf("%d (push bound)", v.WaitingPulls)
 	}
 	return fmt.Sprint(v.WaitingPulls)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func circuitText(v personaView) string {
+	switch {
+	case v.Breaker == "":
+		return "off"
+	case v.Circuit == "":
+		return "on"
+	case v.Circuit == flow.Open.String() && v.CircuitUntil != nil:
+		return fmt.Sprintf("open until %s (%d failures)", v.CircuitUntil.Format(time.RFC3339), v.CircuitFailures)
+	}
+	return v.Circuit
+}
+
+// addCircuitStates reads the circuit state of every persona with a breaker
+// from Redis, when one is known (--redis-url, REDIS_URL or a running dev's
+// ledger); without one the states stay unknown.
+func addCircuitStates(ctx context.Context, g *globals, views []personaView) {
+	url := g.redisURL
+	if url == "" {
+		url, _ = devLedgerURL(ctx, g)
+	}
+	opts, err := redis.ParseURL(url)
+	if url == "" || err != nil {
+		return
+	}
+	client := redis.NewClient(opts)
+	defer client.Close()
+	circuits, err := flow.NewCircuits(client, "")
+	if err != nil {
+		return
+	}
+	for i := range views {
+		v := &views[i]
+		if v.Breaker == "" {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := circuits.Status(cctx, v.Persona)
+		cancel()
+		if err != nil {
+			return
+		}
+		v.Circuit, v.CircuitFailures = st.State.String(), st.Failures
+		if st.State == flow.Open {
+			u := st.Until.UTC().Truncate(time.Second)
+			v.CircuitUntil = &u
+		}
+	}
 }

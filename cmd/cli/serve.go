@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
 )
@@ -46,11 +47,15 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 		return err
 	}
 	ctx := cmd.Context()
-	led, closeLedger, err := serveLedger(ctx, cmd, g, cfg)
+	led, client, closeLedger, err := serveLedger(ctx, cmd, g, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeLedger()
+	limiter, circuits, err := flowStores(cfg, client)
+	if err != nil {
+		return err
+	}
 	personas, err := cfg.Personas(&log)
 	if err != nil {
 		return err
@@ -66,6 +71,7 @@ func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpo
 		UnknownPersonaGrace: cfg.Runtime.UnknownPersonaGrace.Std(),
 		NoAttemptEvents:     !*cfg.Runtime.AttemptEvents,
 		Observer:            mx.observer(),
+		Limiter:             limiter, Circuits: circuits,
 	})
 	if err != nil {
 		return err
@@ -127,30 +133,48 @@ func serveConnect(ctx context.Context, cmd *cobra.Command, g *globals, cfg *conf
 
 // serveLedger requires a real Redis: serve without one would count attempts
 // by deliveries and lose plateau detection silently.
-func serveLedger(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File) (consumers.Ledger, func(), error) {
+func serveLedger(ctx context.Context, cmd *cobra.Command, g *globals, cfg *config.File) (consumers.Ledger, redis.UniversalClient, func(), error) {
 	opts, err := cfg.RedisOptions()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if cmd.Flags().Changed("redis-url") || os.Getenv("REDIS_URL") != "" {
 		one, err := redis.ParseURL(g.redisURL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("invalid flag --redis-url: %w", err)
+			return nil, nil, nil, fmt.Errorf("invalid flag --redis-url: %w", err)
 		}
 		opts = &redis.UniversalOptions{Addrs: []string{one.Addr}, Username: one.Username, Password: one.Password, DB: one.DB, TLSConfig: one.TLSConfig}
 	}
 	if opts == nil {
-		return nil, nil, errors.New("serve needs a real Redis for the attempt ledger: set redis.url in the config, PERSONAQ_REDIS_URL, or --redis-url (personaq dev runs without one)")
+		return nil, nil, nil, errors.New("serve needs a real Redis for the attempt ledger: set redis.url in the config, PERSONAQ_REDIS_URL, or --redis-url (personaq dev runs without one)")
 	}
 	client := ledger.NewClient(opts)
 	led, err := ledger.New(ledger.Config{Client: client, TTL: cfg.Redis.TTL.Std(), Prefix: cfg.Redis.Prefix})
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := led.Ping(ctx); err != nil {
 		client.Close()
-		return nil, nil, fmt.Errorf("cannot reach Redis at %v: %w", opts.Addrs, err)
+		return nil, nil, nil, fmt.Errorf("cannot reach Redis at %v: %w", opts.Addrs, err)
 	}
-	return led, func() { client.Close() }, nil
+	return led, client, func() { client.Close() }, nil
+}
+
+// flowStores builds flow control's shared state on the ledger's Redis: the
+// configured rate limiters (nil without any) and the circuit states.
+func flowStores(cfg *config.File, client redis.UniversalClient) (*flow.Limiter, *flow.Circuits, error) {
+	circuits, err := flow.NewCircuits(client, cfg.Redis.Prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	limits := cfg.Limits()
+	if limits == nil {
+		return nil, circuits, nil
+	}
+	limiter, err := flow.NewLimiter(flow.LimiterConfig{Client: client, Prefix: cfg.Redis.Prefix, Limits: limits})
+	if err != nil {
+		return nil, nil, err
+	}
+	return limiter, circuits, nil
 }

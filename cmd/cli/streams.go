@@ -8,6 +8,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/dlq"
 )
 
@@ -37,6 +38,9 @@ func newStreamsCmd(g *globals) *cobra.Command {
 			defer nc.Close()
 			ctx, cancel := watchPermissions(cmd.Context(), nc)
 			defer cancel(nil)
+			for i := range personas { // provisioning needs no flow control
+				personas[i].Limiter, personas[i].Circuit = "", flow.Circuit{}
+			}
 			rt, err := consumers.New(consumers.Config{JetStream: js, Topology: cfg.Topology(), Personas: personas})
 			if err != nil {
 				return err

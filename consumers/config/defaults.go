@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/retry"
 )
 
@@ -51,6 +52,8 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orInt(&d.MaxReplicas, DefaultMaxReplicas)
 	orDur(&d.Timeout, retry.DefaultPersonaTimeout)
 	orDur(&d.CodingTimeout, retry.DefaultCodingTimeout)
+	orInt(&d.Circuit.Failures, flow.DefaultCircuitFailures)
+	orDur(&d.Circuit.CoolDown, flow.DefaultCircuitCoolDown)
 	if d.MaxRetries == nil {
 		n := retry.DefaultMaxRetries
 		d.MaxRetries = &n
@@ -79,6 +82,8 @@ func (f *File) applyPersonaDefaults(timeoutsJSON map[string]time.Duration) {
 		orInt(&p.Concurrency, f.Defaults.Concurrency)
 		orInt(&p.MaxReplicas, f.Defaults.MaxReplicas)
 		p.defaultMaxRetries = f.Defaults.MaxRetries
+		p.Circuit.applyDefaults(f.Defaults.Circuit)
+		p.Circuit.Disabled = p.Circuit.Disabled || f.Defaults.Circuit.Disabled
 		switch {
 		case p.timeoutSource != "" && p.timeoutSource != timeoutFromYAML:
 			continue // the persona's own variable

@@ -73,6 +73,8 @@
 //	PERSONAQ_DEFAULTS_TIMEOUT                   defaults.timeout
 //	PERSONAQ_DEFAULTS_CODING_TIMEOUT            defaults.coding_timeout
 //	PERSONAQ_DEFAULTS_MAX_RETRIES               defaults.max_retries
+//	PERSONAQ_DEFAULTS_CIRCUIT_FAILURES          defaults.circuit.failures
+//	PERSONAQ_DEFAULTS_CIRCUIT_COOL_DOWN         defaults.circuit.cool_down
 //
 // For each persona in the file, NAME being its name upper-cased with '-'
 // as '_' (tester-qa → TESTER_QA):
@@ -84,6 +86,10 @@
 //	PERSONAQ_PERSONAS_<NAME>_ACK_WAIT           personas.<name>.ack_wait
 //	PERSONAQ_PERSONAS_<NAME>_MAX_DELIVER        personas.<name>.max_deliver
 //	PERSONAQ_PERSONAS_<NAME>_CODING             personas.<name>.coding
+//	PERSONAQ_PERSONAS_<NAME>_RATE_LIMIT_LIMITER personas.<name>.rate_limit.limiter
+//	PERSONAQ_PERSONAS_<NAME>_CIRCUIT_FAILURES   personas.<name>.circuit.failures
+//	PERSONAQ_PERSONAS_<NAME>_CIRCUIT_COOL_DOWN  personas.<name>.circuit.cool_down
+//	PERSONAQ_PERSONAS_<NAME>_CIRCUIT_DISABLED   personas.<name>.circuit.disabled
 //	PERSONAQ_PERSONAS_<NAME>_INVOKER_URL        personas.<name>.invoker.url
 //	PERSONAQ_PERSONAS_<NAME>_INVOKER_PATH       personas.<name>.invoker.path
 //	PERSONAQ_PERSONAS_<NAME>_INVOKER_MAX_RESPONSE_BYTES personas.<name>.invoker.max_response_bytes

@@ -93,6 +93,8 @@ var envTable = []envVar{
 		f.Defaults.MaxRetries = &n
 		return nil
 	}},
+	{"defaults.circuit.failures", integer(func(f *File) *int { return &f.Defaults.Circuit.Failures })},
+	{"defaults.circuit.cool_down", duration(func(f *File) *Duration { return &f.Defaults.Circuit.CoolDown })},
 }
 
 // personaEnvVar overrides one field of every persona named in the file:
@@ -113,6 +115,10 @@ var personaEnvTable = []personaEnvVar{
 	{"ack_wait", func(p *PersonaConfig, v string) error { return setDuration(&p.AckWait, v) }},
 	{"max_deliver", func(p *PersonaConfig, v string) error { return setInt(&p.MaxDeliver, v) }},
 	{"coding", func(p *PersonaConfig, v string) error { return setBool(&p.Coding, v) }},
+	{"rate_limit.limiter", func(p *PersonaConfig, v string) error { p.RateLimit.Limiter = v; return nil }},
+	{"circuit.failures", func(p *PersonaConfig, v string) error { return setInt(&p.Circuit.Failures, v) }},
+	{"circuit.cool_down", func(p *PersonaConfig, v string) error { return setDuration(&p.Circuit.CoolDown, v) }},
+	{"circuit.disabled", func(p *PersonaConfig, v string) error { return setBool(&p.Circuit.Disabled, v) }},
 	{"invoker.url", func(p *PersonaConfig, v string) error { p.Invoker.URL = v; return nil }},
 	{"invoker.path", func(p *PersonaConfig, v string) error { p.Invoker.Path = v; return nil }},
 	{"invoker.max_response_bytes", func(p *PersonaConfig, v string) error {

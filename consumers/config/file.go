@@ -44,6 +44,8 @@ type File struct {
 	Runtime        RuntimeConfig             `yaml:"runtime"`
 	Defaults       DefaultsConfig            `yaml:"defaults"`
 	PersonaConfigs map[string]*PersonaConfig `yaml:"personas"`
+	// Limiters are shared rate limits personas name in rate_limit.limiter.
+	Limiters map[string]LimiterConfig `yaml:"limiters,omitempty"`
 }
 
 // NATSConfig is how to reach NATS. At most one of CredsFile and NkeyFile;
@@ -192,6 +194,9 @@ type DefaultsConfig struct {
 	// budget's personaTimeoutMaxRetries); 0 means one attempt and no retry.
 	// Other presets keep their own attempt counts. Default: 3.
 	MaxRetries *int `yaml:"max_retries"`
+	// Circuit is every persona's circuit breaker unless it sets its own.
+	// Default: 5 failures, 30s cool-down.
+	Circuit CircuitConfig `yaml:"circuit"`
 }
 
 // PersonaConfig is one persona.
@@ -218,6 +223,11 @@ type PersonaConfig struct {
 	MaxDeliver int `yaml:"max_deliver,omitempty"`
 	// Coding marks a coding persona (defaults.coding_timeout applies).
 	Coding bool `yaml:"coding,omitempty"`
+	// RateLimit names the shared limiter this persona's requests take
+	// permits from. Default: none.
+	RateLimit RateLimitConfig `yaml:"rate_limit,omitempty"`
+	// Circuit is the persona's circuit breaker. Default: defaults.circuit.
+	Circuit CircuitConfig `yaml:"circuit"`
 
 	timeoutSource string
 	// defaultMaxRetries is defaults.max_retries once Load applied it.

@@ -46,10 +46,11 @@ func TestLoadDefaults(t *testing.T) {
 		},
 		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s"), UnknownPersonaGrace: d("5m"), AttemptEvents: ptr(true)},
 		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m"),
-			MaxRetries: ptr(3)},
+			MaxRetries: ptr(3), Circuit: config.CircuitConfig{Failures: 5, CoolDown: d("30s")}},
 		PersonaConfigs: map[string]*config.PersonaConfig{"echo": {
 			Invoker: config.InvokerConfig{Type: "demo", Demo: "echo"},
 			Timeout: d("10m"), Policy: config.PolicyConfig{Preset: "persona"}, Concurrency: 16, MaxReplicas: 4,
+			Circuit: config.CircuitConfig{Failures: 5, CoolDown: d("30s")},
 		}},
 	}
 	require.Empty(t, cmp.Diff(want, got, cmpopts.IgnoreUnexported(config.PersonaConfig{}, config.PolicyConfig{})))
@@ -151,6 +152,8 @@ func TestEnvOverrides(t *testing.T) {
 		{"PERSONAQ_DEFAULTS_TIMEOUT", "7m", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Timeout }, d("7m")},
 		{"PERSONAQ_DEFAULTS_CODING_TIMEOUT", "4m", nil, func(f *config.File) any { return f.Defaults.CodingTimeout }, d("4m")},
 		{"PERSONAQ_DEFAULTS_MAX_RETRIES", "5", nil, func(f *config.File) any { return *f.Defaults.MaxRetries }, 5},
+		{"PERSONAQ_DEFAULTS_CIRCUIT_FAILURES", "7", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Circuit.Failures }, 7},
+		{"PERSONAQ_DEFAULTS_CIRCUIT_COOL_DOWN", "2m", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Circuit.CoolDown }, d("2m")},
 	}
 
 	var tested []string
@@ -193,6 +196,8 @@ func TestEnvOverrides(t *testing.T) {
 func TestPersonaEnvOverrides(t *testing.T) {
 	t.Parallel()
 	const src = `
+		limiters:
+			gpt: {requests_per_minute: 60}
 		personas:
 			tester-qa:
 				invoker: {type: command, path: /bin/true}
@@ -212,6 +217,10 @@ func TestPersonaEnvOverrides(t *testing.T) {
 		{"PERSONAQ_PERSONAS_TESTER_QA_ACK_WAIT", "3m", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].AckWait }, d("3m")},
 		{"PERSONAQ_PERSONAS_TESTER_QA_MAX_DELIVER", "20", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].MaxDeliver }, 20},
 		{"PERSONAQ_PERSONAS_TESTER_QA_CODING", "true", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Coding }, true},
+		{"PERSONAQ_PERSONAS_TESTER_QA_RATE_LIMIT_LIMITER", "gpt", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].RateLimit.Limiter }, "gpt"},
+		{"PERSONAQ_PERSONAS_TESTER_QA_CIRCUIT_FAILURES", "2", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Circuit.Failures }, 2},
+		{"PERSONAQ_PERSONAS_TESTER_QA_CIRCUIT_COOL_DOWN", "10s", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Circuit.CoolDown }, d("10s")},
+		{"PERSONAQ_PERSONAS_TESTER_QA_CIRCUIT_DISABLED", "true", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Circuit.Disabled }, true},
 		{"PERSONAQ_PERSONAS_WEB_INVOKER_URL", "https://agents.example/web", func(f *config.File) any { return f.PersonaConfigs["web"].Invoker.URL }, "https://agents.example/web"},
 		{"PERSONAQ_PERSONAS_TESTER_QA_INVOKER_PATH", "/usr/local/bin/agent", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Invoker.Path }, "/usr/local/bin/agent"},
 		{"PERSONAQ_PERSONAS_TESTER_QA_INVOKER_MAX_RESPONSE_BYTES", "8388608", func(f *config.File) any { return f.PersonaConfigs["tester-qa"].Invoker.MaxResponseBytes }, int64(8388608)},

@@ -40,6 +40,7 @@ func (f *File) Personas(logger *zerolog.Logger) ([]consumers.Persona, error) {
 			Name: name, Handler: h, Policy: pol,
 			Concurrency: pc.Concurrency, MaxReplicas: pc.MaxReplicas,
 			AckWait: pc.AckWait.Std(), MaxDeliver: pc.MaxDeliver,
+			Limiter: pc.RateLimit.Limiter, Circuit: pc.Circuit.circuit(),
 		})
 		log.Info().Str("persona", name).Str("invoker", pc.Invoker.Type).
 			Dur("timeout", pol.AttemptTimeout).Str("timeout_source", pc.timeoutSource).

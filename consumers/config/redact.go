@@ -125,6 +125,7 @@ func (f *File) clone() *File {
 	c.NATS.URLs = slices.Clone(f.NATS.URLs)
 	c.Redis.Addrs = slices.Clone(f.Redis.Addrs)
 	c.Redis.Sentinel.Addrs = slices.Clone(f.Redis.Sentinel.Addrs)
+	c.Limiters = maps.Clone(f.Limiters)
 	if f.PersonaConfigs != nil {
 		c.PersonaConfigs = make(map[string]*PersonaConfig, len(f.PersonaConfigs))
 	}

@@ -49,6 +49,7 @@ func (f *File) validate(probs *problems) {
 	nonNegative(probs, "runtime.unknown_persona_grace", f.Runtime.UnknownPersonaGrace)
 	f.Defaults.validate(probs)
 	f.validatePersonas(probs)
+	f.validateFlow(probs)
 }
 
 func (c NATSConfig) validate(probs *problems) {

@@ -38,6 +38,7 @@ type Metrics struct {
 	ledgerErrors    *prometheus.CounterVec
 	settleRefused   *prometheus.CounterVec
 	staleSettles    *prometheus.CounterVec
+	flow            *flowMetrics
 
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
@@ -108,6 +109,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Cost in US dollars of attempts, as handlers reported it (attempts that report none add nothing).",
 		}, []string{"persona"}),
 	}
+	m.flow = newFlowMetrics(reg)
 	if reg == nil {
 		return m
 	}
