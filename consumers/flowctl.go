@@ -380,17 +380,19 @@ func (f *personaFlow) throttled(st *attemptState, wait time.Duration) bool {
 		if o, ok := f.r.obs.(FlowObserver); ok {
 			o.LimiterCoolDown(f.limiter)
 		}
-		st.attempt.RetryAfter = max(st.attempt.RetryAfter, cd.Remaining)
 		st.log.Warn().Str("limiter", f.limiter).Float64("backoffSeconds", cd.Remaining.Seconds()).Int("attempt", st.attempt.Number).
 			Msg("provider throttled: the limiter cools down for every replica")
-		return false
 	}
+	// Throttling is the limiter's to absorb, not the request's failure: the
+	// attempt is released until the cool-down ends without counting (the
+	// consumer's MaxDeliver and the step deadline bound a provider that
+	// never stops refusing).
 	st.attempt.Class = retry.ClassSnooze
 	delay := cd.Remaining + spread(cd.Remaining)
 	st.decision = retry.Decision{Action: retry.ActionRetry, Counted: false, Delay: delay}
 	st.verdict, st.delay = verdictRelease, delay
-	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", cd.Remaining.Seconds()).Int("attempt", st.attempt.Number).
-		Msg("provider throttled during the limiter's cool-down; released until it ends without counting an attempt")
+	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", delay.Seconds()).Int("attempt", st.attempt.Number).
+		Msg("provider throttled; released until the limiter's cool-down ends without counting an attempt")
 	return true
 }
 
