@@ -180,7 +180,7 @@ func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) bool 
 		return false
 	}
 	st.stored, st.storedSeq, st.verdict = rec, seq, verdictQuarantine
-	st.decision.Reason = string(rec.Reason)
+	st.decision.Reason = rec.Reason
 	st.log.Info().Uint64("quarantine_seq", seq).Str("reason", string(rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
 	return true
 }
@@ -245,7 +245,7 @@ func (r *Runtime) endedBefore(st *attemptState) bool {
 	}
 	r.finishUncounted(st, st.attempt.Number)
 	st.history, st.attempt, st.decision, st.verdict = st.history[:n-1], last, d, verdictQuarantine
-	st.log.Warn().Int("attempt", last.Number).Str("reason", d.Reason).
+	st.log.Warn().Int("attempt", last.Number).Str("reason", string(d.Reason)).
 		Msg("redelivery of a request its last recorded attempt already ended; quarantined without running again")
 	return true
 }
@@ -253,7 +253,7 @@ func (r *Runtime) endedBefore(st *attemptState) bool {
 // spent handles a redelivery whose attempts are all used (its quarantine
 // write failed last time): quarantine again without running the handler.
 func (r *Runtime) spent(st *attemptState) {
-	st.decision = retry.Decision{Action: retry.ActionQuarantine, Reason: retry.ReasonExhausted,
+	st.decision = retry.Decision{Action: retry.ActionQuarantine, Reason: schemas.ReasonExhausted,
 		Detail: fmt.Sprintf("all %d attempts already used", st.policy.MaxAttempts)}
 	st.verdict = verdictQuarantine
 	claimed := st.attempt.Number
@@ -265,7 +265,7 @@ func (r *Runtime) spent(st *attemptState) {
 		st.attempt.Error = st.history[n-1].Error
 	}
 	st.log.Error().Int("attempt", st.attempt.Number).Int("max_attempts", st.policy.MaxAttempts).
-		Str("reason", retry.ReasonExhausted).Str("last_error", st.attempt.Error).
+		Str("reason", string(schemas.ReasonExhausted)).Str("last_error", st.attempt.Error).
 		Msg("All retries exhausted; task blocked, request quarantined without running again")
 }
 

@@ -147,7 +147,7 @@ func outcomeFor(reason schemas.Reason) schemas.Outcome {
 // (or would pass before the next attempt could start).
 func deadlineDecision(deadline time.Time, why string) retry.Decision {
 	return retry.Decision{
-		Action: retry.ActionQuarantine, Reason: string(schemas.ReasonDeadlineExceeded),
+		Action: retry.ActionQuarantine, Reason: schemas.ReasonDeadlineExceeded,
 		Detail: "step deadline " + deadline.UTC().Format(time.RFC3339) + " " + why,
 	}
 }

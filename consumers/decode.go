@@ -10,14 +10,6 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// HeaderCorrelationID carries the correlation id when the request body has none.
-const HeaderCorrelationID = "Correlation-Id"
-
-// HeaderDeadline carries the caller's step deadline (RFC 3339): a request
-// still unfinished then is not run or retried any more; it ends as
-// deadline_exceeded. Set it with WithDeadline when publishing.
-const HeaderDeadline = "Personaq-Deadline"
-
 // decodeMiddleware decodes the request and resolves its policy. A message
 // that does not decode, or names another persona than its subject, is
 // quarantined as invalid_message without running anything.
@@ -29,7 +21,7 @@ func (r *Runtime) decodeMiddleware(next message.HandlerFunc) message.HandlerFunc
 			err = fmt.Errorf("persona %q does not match subject persona %q", req.Persona, st.persona.name)
 		}
 		if err != nil {
-			st.corrID = msg.Metadata.Get(HeaderCorrelationID)
+			st.corrID = msg.Metadata.Get(schemas.HeaderCorrelationID)
 			r.stop(st, retry.Attempt{Class: retry.ClassInvalidMessage, Error: err.Error(), At: r.now()})
 			return nil, nil
 		}
@@ -37,7 +29,7 @@ func (r *Runtime) decodeMiddleware(next message.HandlerFunc) message.HandlerFunc
 		st.corrID = correlationID(req, msg)
 		st.log = st.log.With().Str("task_id", req.TaskID).Str("step", req.Step).
 			Str("request_id", req.RequestID).Str("correlation_id", st.corrID).Logger()
-		if st.deadline, err = parseDeadline(msg.Metadata.Get(HeaderDeadline)); err != nil {
+		if st.deadline, err = parseDeadline(msg.Metadata.Get(schemas.HeaderDeadline)); err != nil {
 			r.stop(st, retry.Attempt{Class: retry.ClassInvalidMessage, Error: err.Error(), At: r.now()})
 			return nil, nil
 		}
@@ -58,7 +50,7 @@ func (r *Runtime) decodeMiddleware(next message.HandlerFunc) message.HandlerFunc
 func (r *Runtime) stop(st *attemptState, a retry.Attempt) {
 	st.decision = retry.Decide(retry.Input{Policy: retry.Policy{MaxAttempts: 1, AttemptTimeout: 1}, Current: a})
 	st.verdict = verdictQuarantine
-	st.log.Warn().Str("reason", st.decision.Reason).Str("detail", st.decision.Detail).Msg("Persona request rejected before any attempt")
+	st.log.Warn().Str("reason", string(st.decision.Reason)).Str("detail", st.decision.Detail).Msg("Persona request rejected before any attempt")
 }
 
 func parseDeadline(v string) (time.Time, error) {
@@ -67,7 +59,7 @@ func parseDeadline(v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("header %s: not an RFC 3339 time: %q", HeaderDeadline, v)
+		return time.Time{}, fmt.Errorf("header %s: not an RFC 3339 time: %q", schemas.HeaderDeadline, v)
 	}
 	return t, nil
 }
@@ -90,7 +82,7 @@ func correlationID(req *schemas.PersonaRequest, msg *message.Message) string {
 	if req.CorrelationID != "" {
 		return req.CorrelationID
 	}
-	if id := msg.Metadata.Get(HeaderCorrelationID); id != "" {
+	if id := msg.Metadata.Get(schemas.HeaderCorrelationID); id != "" {
 		return id
 	}
 	return req.RequestID

@@ -26,7 +26,7 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req
 	msg := &nats.Msg{Subject: t.RequestSubject(req.Persona), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, req.RequestID)
 	if req.CorrelationID != "" {
-		msg.Header.Set(HeaderCorrelationID, req.CorrelationID)
+		msg.Header.Set(schemas.HeaderCorrelationID, req.CorrelationID)
 	}
 	tracing.Inject(ctx, msg.Header) // the caller's span (the client's send span) parents every attempt
 	for _, o := range opts {
@@ -42,26 +42,21 @@ func PublishRequest(ctx context.Context, js jetstream.JetStream, t Topology, req
 // PublishOption changes a request message before it is published.
 type PublishOption func(*nats.Msg)
 
-// WithDeadline sets the request's step deadline (HeaderDeadline); zero
+// WithDeadline sets the request's step deadline (schemas.HeaderDeadline); zero
 // sets none.
 func WithDeadline(deadline time.Time) PublishOption {
 	return func(m *nats.Msg) {
 		if !deadline.IsZero() {
-			m.Header.Set(HeaderDeadline, deadline.UTC().Format(time.RFC3339Nano))
+			m.Header.Set(schemas.HeaderDeadline, deadline.UTC().Format(time.RFC3339Nano))
 		}
 	}
 }
-
-// HeaderMessageUUID carries a watermill message's UUID through JetStream,
-// so the Subscriber hands out the UUID that was published, the same on
-// every redelivery.
-const HeaderMessageUUID = "Personaq-Message-Uuid"
 
 // Publisher is a watermill message.Publisher on JetStream. The topic is the
 // subject. Each message is deduplicated by Nats-Msg-Id = topic + "/" + UUID
 // (unless the metadata already carries a Nats-Msg-Id), so the same UUID on
 // another topic — a forwarded message — is a message of its own; the UUID
-// travels in HeaderMessageUUID. Publish waits for the server's
+// travels in schemas.HeaderMessageUUID. Publish waits for the server's
 // acknowledgement, and a message the server dropped as a duplicate is
 // reported: Publish returns an error matching ErrDuplicate.
 type Publisher struct {
@@ -81,7 +76,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		for k, v := range m.Metadata {
 			nm.Header.Set(k, v)
 		}
-		nm.Header.Set(HeaderMessageUUID, m.UUID)
+		nm.Header.Set(schemas.HeaderMessageUUID, m.UUID)
 		if nm.Header.Get(jetstream.MsgIDHeader) == "" {
 			nm.Header.Set(jetstream.MsgIDHeader, topic+"/"+m.UUID)
 		}

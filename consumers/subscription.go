@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/personaq/personaq/schemas"
 	"github.com/rs/zerolog"
 )
 
@@ -230,10 +231,10 @@ func (s *subscription) giveBack(m jetstream.Msg, c *claim, id uint64) {
 }
 
 // toWatermill wraps m. Its UUID is the one the Publisher sent
-// (HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence: the
+// (schemas.HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence: the
 // same on every redelivery.
 func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
-	uuid := m.Headers().Get(HeaderMessageUUID)
+	uuid := m.Headers().Get(schemas.HeaderMessageUUID)
 	if uuid == "" {
 		uuid = m.Headers().Get(jetstream.MsgIDHeader)
 	}
@@ -260,7 +261,7 @@ func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
 func reservedMetadata(key string) bool {
 	switch key {
 	case MetaTermReason, delay.DelayedForKey, delay.DelayedUntilKey,
-		jetstream.MsgIDHeader, HeaderMessageUUID:
+		jetstream.MsgIDHeader, schemas.HeaderMessageUUID:
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Topology names the streams and subjects personaq uses. The zero value is
@@ -62,15 +63,15 @@ func (t Topology) WithDefaults() Topology {
 			*s = v
 		}
 	}
-	def(&t.RequestsStream, "PERSONAQ_REQUESTS")
-	def(&t.RequestsPrefix, "personaq.requests")
-	def(&t.QuarantineStream, "PERSONAQ_QUARANTINE")
-	def(&t.QuarantinePrefix, "personaq.quarantine")
-	def(&t.OutcomesStream, "PERSONAQ_OUTCOMES")
-	def(&t.OutcomesPrefix, "personaq.outcomes")
-	def(&t.OutputsBucket, "PERSONAQ_OUTPUTS")
-	def(&t.AttemptsStream, "PERSONAQ_ATTEMPTS")
-	def(&t.AttemptsPrefix, "personaq.attempts")
+	def(&t.RequestsStream, schemas.DefaultRequestsStream)
+	def(&t.RequestsPrefix, schemas.DefaultRequestsPrefix)
+	def(&t.QuarantineStream, schemas.DefaultQuarantineStream)
+	def(&t.QuarantinePrefix, schemas.DefaultQuarantinePrefix)
+	def(&t.OutcomesStream, schemas.DefaultOutcomesStream)
+	def(&t.OutcomesPrefix, schemas.DefaultOutcomesPrefix)
+	def(&t.OutputsBucket, schemas.DefaultOutputsBucket)
+	def(&t.AttemptsStream, schemas.DefaultAttemptsStream)
+	def(&t.AttemptsPrefix, schemas.DefaultAttemptsPrefix)
 	if t.InlineOutputMax == 0 {
 		t.InlineOutputMax = DefaultInlineOutputMax
 	}
@@ -109,7 +110,7 @@ func (t Topology) RequestSubject(persona string) string { return t.RequestsPrefi
 
 // QuarantineSubject is where a record with reason for persona is stored.
 func (t Topology) QuarantineSubject(reason, persona string) string {
-	return t.QuarantinePrefix + "." + reason + "." + token(persona)
+	return schemas.QuarantineSubject(t.QuarantinePrefix, schemas.Reason(reason), persona)
 }
 
 // DefaultInlineOutputMax is the default Topology.InlineOutputMax.
@@ -122,7 +123,7 @@ const maxInlineOutput = 256 << 10
 // OutcomeSubject is where the terminal record of request requestID for
 // persona is stored.
 func (t Topology) OutcomeSubject(outcome, persona, requestID string) string {
-	return t.OutcomesPrefix + "." + outcome + "." + token(persona) + "." + RequestKey(requestID)
+	return t.OutcomesPrefix + "." + outcome + "." + schemas.SubjectToken(persona) + "." + RequestKey(requestID)
 }
 
 // OutcomeFilter matches the terminal record of request requestID whatever
@@ -167,11 +168,3 @@ func plainKey(s string) bool {
 
 // Durable is the name of the durable consumer all replicas share for persona.
 func Durable(persona string) string { return "personaq-" + persona }
-
-// token keeps a subject token valid when a value is empty.
-func token(s string) string {
-	if s == "" {
-		return "_"
-	}
-	return s
-}

@@ -82,7 +82,7 @@ func attemptAttributes(st *attemptState) []attribute.KeyValue {
 		a = append(a, tracing.Seconds(tracing.NextDelay, st.decision.Delay), tracing.NextAgent.String(st.agentFor(st.decision.Role)))
 	}
 	if st.decision.Reason != "" {
-		a = append(a, tracing.Reason.String(st.decision.Reason))
+		a = append(a, tracing.Reason.String(string(st.decision.Reason)))
 	}
 	if p := at.Progress; p.Known() {
 		a = append(a, tracing.ProgressCompleted.Int(p.Completed), tracing.ProgressTotal.Int(p.Total))

@@ -4,6 +4,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // toVerdict maps the decision onto how the message is settled and logs it
@@ -72,11 +73,11 @@ func (r *Runtime) logStop(st *attemptState) {
 	if d.Action == retry.ActionDefer { // a deferred task is parked, not failed
 		level = st.log.Warn()
 	}
-	e := r.logAttempt(st, level).Str("reason", d.Reason).Str("detail", d.Detail).Bool("blocked", d.Blocked)
+	e := r.logAttempt(st, level).Str("reason", string(d.Reason)).Str("detail", d.Detail).Bool("blocked", d.Blocked)
 	if d.Action == retry.ActionDefer && d.Plateau != nil {
 		e = e.Int("plateau_completed", d.Plateau.Completed).Int("plateau_total", d.Plateau.Total)
 	}
-	if d.Reason == retry.ReasonBudgetExhausted {
+	if d.Reason == schemas.ReasonBudgetExhausted {
 		e = logBudget(st, e)
 	}
 	e.Msg(r.message(st))

@@ -189,7 +189,7 @@ func streamMsgs(t *testing.T, admin *client, stream string) uint64 {
 // its runtime, as c's user; it stops when the test ends.
 func startListener(t *testing.T, ctx context.Context, c *client, log *zerolog.Logger) *dlq.AdvisoryListener {
 	t.Helper()
-	w := dlq.NewWriter(c.js, dlq.QuarantineSubjects(dlq.DefaultQuarantinePrefix))
+	w := dlq.NewWriter(c.js, dlq.QuarantineSubjects(schemas.DefaultQuarantinePrefix))
 	l, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
 		JetStream: c.js, Writer: w, AckWait: 2 * time.Second, SweepInterval: -1, Logger: log,
 	})

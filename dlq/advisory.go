@@ -21,15 +21,15 @@ type AdvisoryConfig struct {
 	// Writer stores the records. Required.
 	Writer *Writer
 	// RequestsStream is the work-queue stream whose crash-looping messages
-	// are captured. Default: DefaultRequestsStream.
+	// are captured. Default: schemas.DefaultRequestsStream.
 	RequestsStream string
 	// AdvisoryStream captures the stream's MAX_DELIVERIES advisories
 	// (work-queue retention), so an advisory raised while no listener runs
-	// waits for one instead of being lost. Default: DefaultAdvisoryStream.
+	// waits for one instead of being lost. Default: schemas.DefaultAdvisoryStream.
 	AdvisoryStream string
 	// Durable is the consumer every listener shares: each advisory is
 	// handled by one replica, and redelivered to another if it dies.
-	// Default: DefaultAdvisoryDurable.
+	// Default: schemas.DefaultAdvisoryDurable.
 	Durable string
 	// AckWait for the advisory consumer. Default: 30s.
 	AckWait time.Duration
@@ -61,9 +61,9 @@ func (c AdvisoryConfig) withDefaults() AdvisoryConfig {
 			*s = v
 		}
 	}
-	def(&c.RequestsStream, DefaultRequestsStream)
-	def(&c.AdvisoryStream, DefaultAdvisoryStream)
-	def(&c.Durable, DefaultAdvisoryDurable)
+	def(&c.RequestsStream, schemas.DefaultRequestsStream)
+	def(&c.AdvisoryStream, schemas.DefaultAdvisoryStream)
+	def(&c.Durable, schemas.DefaultAdvisoryDurable)
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}

@@ -137,7 +137,7 @@ func TestCrashLoopingRequestIsQuarantinedOnce(t *testing.T) {
 	require.Contains(t, rec.Detail, "crashed")
 	require.Equal(t, req.RequestID, rec.Headers[jetstream.MsgIDHeader][0], "original headers kept")
 	require.EqualValues(t, 1, b.quarantined())
-	require.EqualValues(t, 0, b.msgs(dlq.DefaultAdvisoryStream, ""), "advisory acked")
+	require.EqualValues(t, 0, b.msgs(schemas.DefaultAdvisoryStream, ""), "advisory acked")
 }
 
 // N replicas capturing the same advisory at once store one record, and

@@ -141,5 +141,5 @@ func TestFailingAdvisoryIsCountedAndOthersGoOn(t *testing.T) {
 		require.NoError(t, err)
 		return st.Total == 1 && len(st.CaptureFailing) == 1 && st.CaptureFailing[0].Failures >= 3
 	}, 10*time.Second, 20*time.Millisecond, "the good one captured, the bad one retried and counted")
-	require.EqualValues(t, 1, b.msgs(dlq.DefaultAdvisoryStream, ""), "the failing advisory is kept for its next try")
+	require.EqualValues(t, 1, b.msgs(schemas.DefaultAdvisoryStream, ""), "the failing advisory is kept for its next try")
 }

@@ -20,17 +20,17 @@ import (
 type InspectorConfig struct {
 	// JetStream client. Required.
 	JetStream jetstream.JetStream
-	// Stream is the quarantine stream. Default: DefaultQuarantineStream.
+	// Stream is the quarantine stream. Default: schemas.DefaultQuarantineStream.
 	Stream string
 	// Prefix of record subjects (<prefix>.<reason>.<persona>).
-	// Default: DefaultQuarantinePrefix.
+	// Default: schemas.DefaultQuarantinePrefix.
 	Prefix string
 	// IndexBucket is the KV bucket Replay remembers published replays in
-	// (the writer's index). Default: DefaultIndexBucket; "-" turns it off.
+	// (the writer's index). Default: schemas.DefaultQuarantineIndexBucket; "-" turns it off.
 	IndexBucket string
 	// PayloadBucket is the object store of payloads kept out of line (a
 	// record names its own bucket; this one is for records that do not).
-	// Default: DefaultPayloadBucket.
+	// Default: schemas.DefaultQuarantinePayloadBucket.
 	PayloadBucket string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
@@ -54,16 +54,16 @@ func NewInspector(cfg InspectorConfig) (*Inspector, error) {
 		return nil, fmt.Errorf("%w: jetstream: required", ErrInvalidConfig)
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = DefaultQuarantineStream
+		cfg.Stream = schemas.DefaultQuarantineStream
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultQuarantinePrefix
+		cfg.Prefix = schemas.DefaultQuarantinePrefix
 	}
 	if cfg.IndexBucket == "" {
-		cfg.IndexBucket = DefaultIndexBucket
+		cfg.IndexBucket = schemas.DefaultQuarantineIndexBucket
 	}
 	if cfg.PayloadBucket == "" {
-		cfg.PayloadBucket = DefaultPayloadBucket
+		cfg.PayloadBucket = schemas.DefaultQuarantinePayloadBucket
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -99,7 +99,7 @@ func (f Filter) Validate() error {
 			return fmt.Errorf("%w: reason %q (known: %s)", ErrInvalidFilter, r, reasonList())
 		}
 	}
-	if f.Persona != "" && !validToken(f.Persona) {
+	if f.Persona != "" && !schemas.ValidSubjectToken(f.Persona) {
 		return fmt.Errorf("%w: persona %q is not a subject token", ErrInvalidFilter, f.Persona)
 	}
 	if f.Limit < 0 {
@@ -184,7 +184,7 @@ func (i *Inspector) List(ctx context.Context, f Filter) ([]Entry, error) {
 	out := []Entry{}
 	err := scan(ctx, i.js, scanOpts{stream: i.cfg.Stream, subjects: i.subjects(f), since: f.Since},
 		func(m jetstream.Msg) (bool, error) {
-			if f.Task != "" && m.Headers().Get(HeaderTask) != f.Task {
+			if f.Task != "" && m.Headers().Get(schemas.HeaderTask) != f.Task {
 				return true, nil
 			}
 			seq, at := msgSeq(m)

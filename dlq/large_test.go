@@ -76,7 +76,7 @@ func TestLargeRawPayloadQuarantinedAndReplayedByteForByte(t *testing.T) {
 	require.Empty(t, e.Record.Payload)
 	ref := e.Record.PayloadRef
 	require.NotNil(t, ref)
-	require.Equal(t, dlq.DefaultPayloadBucket, ref.Bucket)
+	require.Equal(t, schemas.DefaultQuarantinePayloadBucket, ref.Bucket)
 	require.EqualValues(t, len(payload), ref.Size)
 	require.True(t, strings.HasPrefix(ref.Digest, "SHA-256="), ref.Digest)
 

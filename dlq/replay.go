@@ -205,11 +205,11 @@ func replayMsg(rec *schemas.QuarantineRecord, orig *nats.Msg, it *ReplayItem) (*
 	if rec.Lineage != nil {
 		n = rec.Lineage.ReplayCount
 	}
-	if c, err := strconv.Atoi(h.Get(HeaderReplayCount)); err == nil && c > n {
+	if c, err := strconv.Atoi(h.Get(schemas.HeaderReplayCount)); err == nil && c > n {
 		n = c
 	}
 	n++
-	first := firstNonEmpty(h.Get(HeaderOriginalRequestID), lineageOrig(rec), rec.RequestID)
+	first := firstNonEmpty(h.Get(schemas.HeaderOriginalRequestID), lineageOrig(rec), rec.RequestID)
 	it.ReplayCount, it.MsgID = n, fmt.Sprintf("replay.%s.%d", rec.ID, n)
 
 	data := orig.Data
@@ -229,21 +229,21 @@ func replayMsg(rec *schemas.QuarantineRecord, orig *nats.Msg, it *ReplayItem) (*
 	}
 	msg := &nats.Msg{Subject: rec.OriginalSubject, Data: data, Header: nats.Header{}}
 	for k, v := range h {
-		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Personaq-Replay") || k == HeaderOriginalRequestID {
+		if strings.HasPrefix(k, "Nats-") || strings.HasPrefix(k, "Personaq-Replay") || k == schemas.HeaderOriginalRequestID {
 			continue
 		}
 		msg.Header[k] = append([]string(nil), v...)
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, it.MsgID)
-	if rec.CorrelationID != "" && msg.Header.Get(HeaderCorrelationID) == "" {
+	if rec.CorrelationID != "" && msg.Header.Get(schemas.HeaderCorrelationID) == "" {
 		// Keep the correlation across replays (the runtime falls back to
 		// the request id, which a replay changes).
-		msg.Header.Set(HeaderCorrelationID, rec.CorrelationID)
+		msg.Header.Set(schemas.HeaderCorrelationID, rec.CorrelationID)
 	}
-	msg.Header.Set(HeaderReplayOf, rec.ID)
-	msg.Header.Set(HeaderReplayCount, strconv.Itoa(n))
+	msg.Header.Set(schemas.HeaderReplayOf, rec.ID)
+	msg.Header.Set(schemas.HeaderReplayCount, strconv.Itoa(n))
 	if first != "" {
-		msg.Header.Set(HeaderOriginalRequestID, first)
+		msg.Header.Set(schemas.HeaderOriginalRequestID, first)
 	}
 	return msg, nil
 }

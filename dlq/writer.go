@@ -14,14 +14,6 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Headers set on every quarantine record message, so consumers can filter
-// without decoding.
-const (
-	HeaderReason  = "Personaq-Reason"
-	HeaderPersona = "Personaq-Persona"
-	HeaderTask    = "Personaq-Task"
-)
-
 // DefaultDuplicateWindow is JetStream's default Nats-Msg-Id window; set
 // WithDuplicateWindow when the quarantine stream uses another.
 const DefaultDuplicateWindow = 2 * time.Minute
@@ -38,7 +30,7 @@ type SubjectFunc func(reason, persona string) string
 // A record that would not fit in one message — a request near the
 // server's max_payload, huge headers, a long error history — keeps its
 // payload (then its headers) in the object store bucket
-// DefaultPayloadBucket and references it, and its history is trimmed with
+// schemas.DefaultQuarantinePayloadBucket and references it, and its history is trimmed with
 // a marker: any message the requests stream accepts can be quarantined.
 type Writer struct {
 	js        jetstream.JetStream
@@ -61,7 +53,7 @@ type Writer struct {
 type WriterOption func(*Writer)
 
 // WithIndexBucket names the KV bucket of the second dedup layer. Default:
-// DefaultIndexBucket, created on first use.
+// schemas.DefaultQuarantineIndexBucket, created on first use.
 func WithIndexBucket(bucket string) WriterOption {
 	return func(w *Writer) {
 		if w.idx != nil {
@@ -93,7 +85,7 @@ func WithIndexReplicas(replicas int, storage jetstream.StorageType) WriterOption
 }
 
 // WithPayloadBucket names the object store bucket for payloads and headers
-// too large to keep inside their record. Default: DefaultPayloadBucket,
+// too large to keep inside their record. Default: schemas.DefaultQuarantinePayloadBucket,
 // created on first use.
 func WithPayloadBucket(bucket string) WriterOption {
 	return func(w *Writer) {
@@ -147,8 +139,8 @@ func WithWriterLogger(l *zerolog.Logger) WriterOption {
 func NewWriter(js jetstream.JetStream, subject SubjectFunc, opts ...WriterOption) *Writer {
 	w := &Writer{
 		js: js, subject: subject, dupWindow: DefaultDuplicateWindow, log: zerolog.Nop(), now: time.Now,
-		idx:     &index{js: js, bucket: DefaultIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
-		objects: newObjects(js, DefaultPayloadBucket),
+		idx:     &index{js: js, bucket: schemas.DefaultQuarantineIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
+		objects: newObjects(js, schemas.DefaultQuarantinePayloadBucket),
 	}
 	for _, o := range opts {
 		o(w)
@@ -199,11 +191,11 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, msgID)
-	msg.Header.Set(HeaderReason, string(out.Reason))
-	msg.Header.Set(HeaderPersona, out.Persona)
-	msg.Header.Set(HeaderTask, out.TaskID)
+	msg.Header.Set(schemas.HeaderReason, string(out.Reason))
+	msg.Header.Set(schemas.HeaderPersona, out.Persona)
+	msg.Header.Set(schemas.HeaderTask, out.TaskID)
 	if out.SagaID != "" {
-		msg.Header.Set(HeaderSaga, out.SagaID)
+		msg.Header.Set(schemas.HeaderSaga, out.SagaID)
 	}
 	ack, err := w.js.PublishMsg(ctx, msg, w.publishOpts()...)
 	if err != nil {
@@ -300,12 +292,12 @@ func fillLineage(rec *schemas.QuarantineRecord) {
 		return
 	}
 	h := nats.Header(rec.Headers)
-	of := h.Get(HeaderReplayOf)
+	of := h.Get(schemas.HeaderReplayOf)
 	if of == "" {
 		return
 	}
-	n, _ := strconv.Atoi(h.Get(HeaderReplayCount))
-	rec.Lineage = &schemas.Lineage{ReplayOf: of, ReplayCount: max(n, 0), OriginalRequestID: h.Get(HeaderOriginalRequestID)}
+	n, _ := strconv.Atoi(h.Get(schemas.HeaderReplayCount))
+	rec.Lineage = &schemas.Lineage{ReplayOf: of, ReplayCount: max(n, 0), OriginalRequestID: h.Get(schemas.HeaderOriginalRequestID)}
 }
 
 // publishOpts repeat a record write while the stream has no leader, for

@@ -111,7 +111,7 @@ func TestWriterFillsLineageFromReplayHeaders(t *testing.T) {
 	b := newBundle(t)
 	rec := record(t, schemas.ReasonTerminal, "tester", "t1", 9)
 	rec.Headers = map[string][]string{
-		dlq.HeaderReplayOf: {"q.PERSONAQ_REQUESTS.2"}, dlq.HeaderReplayCount: {"2"}, dlq.HeaderOriginalRequestID: {"req-1"},
+		schemas.HeaderReplayOf: {"q.PERSONAQ_REQUESTS.2"}, schemas.HeaderReplayCount: {"2"}, schemas.HeaderOriginalRequestID: {"req-1"},
 	}
 	e, err := b.insp.Get(ctx(t), b.put(rec))
 	require.NoError(t, err)

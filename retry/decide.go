@@ -3,6 +3,8 @@ package retry
 import (
 	"fmt"
 	"time"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // DefaultPlateauAttempts is how many failed attempts must stop at the same
@@ -63,7 +65,7 @@ func Decide(in Input) Decision {
 	}
 	all := in.attempts()
 	if pl, ok := plateau(p, in, all); ok {
-		d := stop(ActionDefer, ReasonDeferred, fmt.Sprintf(
+		d := stop(ActionDefer, schemas.ReasonDeferred, fmt.Sprintf(
 			"plateau at %d/%d confirmed across %s on attempt %d; deferring (complexity limit)",
 			pl.Completed, pl.Total, agentsPhrase(in.HasFallback), in.Current.Number))
 		d.Plateau = &pl
@@ -86,25 +88,25 @@ func settled(p Policy, in Input) (Decision, bool) {
 	case ClassSucceeded:
 		return Decision{Action: ActionAck, Counted: true}, true
 	case ClassInvalidMessage:
-		return blocked(ActionQuarantine, ReasonInvalidMessage, "message could not be decoded: "+cur.Error), true
+		return blocked(ActionQuarantine, schemas.ReasonInvalidMessage, "message could not be decoded: "+cur.Error), true
 	case ClassSnooze:
 		return snooze(p, in), true
 	case ClassTerminal:
-		return blocked(ActionQuarantine, ReasonTerminal, "terminal error; task blocked: "+cur.Error), true
+		return blocked(ActionQuarantine, schemas.ReasonTerminal, "terminal error; task blocked: "+cur.Error), true
 	}
 	if t, ok := p.nonRetryableMatch(cur.ErrorTypes); ok {
-		return blocked(ActionQuarantine, ReasonTerminal, fmt.Sprintf(
+		return blocked(ActionQuarantine, schemas.ReasonTerminal, fmt.Sprintf(
 			"non-retryable error type %s under policy %q; task blocked: %s", t, p.Name, cur.Error)), true
 	}
 	return Decision{}, false
 }
 
-func stop(a Action, reason, detail string) Decision {
+func stop(a Action, reason schemas.Reason, detail string) Decision {
 	return Decision{Action: a, Reason: reason, Detail: detail, Counted: true}
 }
 
 // blocked is a stop after which the task cannot go on without a person.
-func blocked(a Action, reason, detail string) Decision {
+func blocked(a Action, reason schemas.Reason, detail string) Decision {
 	d := stop(a, reason, detail)
 	d.Blocked = true
 	return d
@@ -176,13 +178,13 @@ func exhausted(p Policy, in Input, all []Attempt) Decision {
 	last := fmt.Sprintf("last: %s: %s", in.Current.Class, in.Current.Error)
 	switch {
 	case !anyProgress(all):
-		return blocked(ActionQuarantine, ReasonExhausted, fmt.Sprintf(
+		return blocked(ActionQuarantine, schemas.ReasonExhausted, fmt.Sprintf(
 			"all %d attempts failed; task blocked; %s", p.MaxAttempts, last))
 	case zeroProgress(all):
-		return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
+		return stop(ActionEscalate, schemas.ReasonEscalated, fmt.Sprintf(
 			"zero progress on all %d attempts (likely API/connection issue); escalated; %s", p.MaxAttempts, last))
 	}
-	return stop(ActionEscalate, ReasonEscalated, fmt.Sprintf(
+	return stop(ActionEscalate, schemas.ReasonEscalated, fmt.Sprintf(
 		"all %d attempts exhausted with %s; escalated; %s", p.MaxAttempts, progressStory(all), last))
 }
 

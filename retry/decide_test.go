@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // ignoreText leaves the operator prose and the feedback list to the tests
@@ -53,13 +54,13 @@ func retryTo(next int, role retry.Role, delay, timeout time.Duration, remaining 
 
 // final is a stop; a quarantine leaves the task blocked, a deferral or an
 // escalation does not.
-func final(a retry.Action, reason string) retry.Decision {
+func final(a retry.Action, reason schemas.Reason) retry.Decision {
 	return retry.Decision{Action: a, Reason: reason, Counted: true, Blocked: a == retry.ActionQuarantine}
 }
 
 // deferAt is a deferral at a plateau of completed/9.
 func deferAt(completed int) retry.Decision {
-	return retry.Decision{Action: retry.ActionDefer, Reason: retry.ReasonDeferred, Counted: true,
+	return retry.Decision{Action: retry.ActionDefer, Reason: schemas.ReasonDeferred, Counted: true,
 		Plateau: &retry.Progress{Completed: completed, Total: 9}}
 }
 
@@ -85,7 +86,7 @@ func TestDecideOneCounter(t *testing.T) {
 		{at(1, retry.ClassTimeout, -1), retryTo(2, primary, s30, time.Minute, 3)},
 		{at(2, retry.ClassNetwork, -1), retryTo(3, primary, s60, time.Minute, 2)},
 		{at(3, retry.ClassValidation, -1), retryTo(4, primary, 0, time.Minute, 1)},
-		{at(4, retry.ClassRetryable, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+		{at(4, retry.ClassRetryable, -1), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 	})
 }
 
@@ -113,7 +114,7 @@ func TestDecideFeedback(t *testing.T) {
 	last := retry.Decide(retry.Input{Policy: p, History: append(history, cur),
 		Current: retry.Attempt{Number: 4, Class: retry.ClassValidation, Error: "invalid code"}})
 	require.Equal(t, retry.ActionQuarantine, last.Action)
-	require.Equal(t, retry.ReasonExhausted, last.Reason)
+	require.Equal(t, schemas.ReasonExhausted, last.Reason)
 }
 
 func TestDecideSingleOutcomes(t *testing.T) {
@@ -129,15 +130,15 @@ func TestDecideSingleOutcomes(t *testing.T) {
 		{"SuccessAcks", persona, retry.Attempt{Number: 2, Class: retry.ClassSucceeded},
 			retry.Decision{Action: retry.ActionAck, Counted: true}, ""},
 		{"InvalidMessageQuarantines", persona, retry.Attempt{Number: 1, Class: retry.ClassInvalidMessage, Error: "bad json"},
-			final(retry.ActionQuarantine, retry.ReasonInvalidMessage), "bad json"},
+			final(retry.ActionQuarantine, schemas.ReasonInvalidMessage), "bad json"},
 		{"TerminalQuarantines", persona, retry.Attempt{Number: 1, Class: retry.ClassTerminal, Error: "no such persona"},
-			final(retry.ActionQuarantine, retry.ReasonTerminal), "no such persona"},
+			final(retry.ActionQuarantine, schemas.ReasonTerminal), "no such persona"},
 		{"NonRetryableTypeAfterOneAttempt", retry.GitPolicy(),
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"CommitError"}, Error: "Nothing to commit"},
-			final(retry.ActionQuarantine, retry.ReasonTerminal), "non-retryable error type CommitError under policy \"git\""},
+			final(retry.ActionQuarantine, schemas.ReasonTerminal), "non-retryable error type CommitError under policy \"git\""},
 		{"NonRetryableNamesTheMatchedType", retry.LLMPolicy(),
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"BadRequestError", "StatusError"}},
-			final(retry.ActionQuarantine, retry.ReasonTerminal), "error type BadRequestError"},
+			final(retry.ActionQuarantine, schemas.ReasonTerminal), "error type BadRequestError"},
 		{"NonRetryableTypeDeeperInChainRetries", llmMidJitter(),
 			retry.Attempt{Number: 1, Class: retry.ClassRetryable, ErrorTypes: []string{"ActivityError", "BadRequestError"}},
 			retryTo(2, primary, time.Second, retry.DefaultLLMAttemptTimeout, 2), ""},

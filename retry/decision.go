@@ -3,6 +3,8 @@ package retry
 import (
 	"fmt"
 	"time"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // Action is what the runtime does with a message after an attempt.
@@ -32,24 +34,11 @@ func (a Action) String() string {
 	return fmt.Sprintf("action(%d)", a)
 }
 
-// Reason values carried by non-retry decisions. They equal the quarantine
-// reasons of the schemas package.
-const (
-	ReasonExhausted      = "exhausted"
-	ReasonTerminal       = "terminal"
-	ReasonInvalidMessage = "invalid_message"
-	ReasonDeferred       = "deferred"
-	ReasonEscalated      = "escalated"
-	// ReasonBudgetExhausted: another attempt would overspend the request's
-	// token or cost budget (Policy.UsageBudget).
-	ReasonBudgetExhausted = "budget_exhausted"
-)
-
 // Decision is the outcome of Decide.
 type Decision struct {
 	Action Action
 	// Reason is set for quarantine, defer and escalate.
-	Reason string
+	Reason schemas.Reason
 	// Detail is an operator-readable sentence explaining the decision.
 	Detail string
 	// Delay before the next attempt (ActionRetry).

@@ -17,7 +17,7 @@
 //     escalate, network errors wait 60s and do not count toward plateau.
 //
 // Beyond them, a policy may carry a UsageBudget (tokens, cost): Decide ends
-// a request with ReasonBudgetExhausted rather than retry when what its
+// a request with schemas.ReasonBudgetExhausted rather than retry when what its
 // attempts reported using (Attempt.Usage), plus a next attempt as large as
 // the largest so far, would exceed it.
 //

@@ -3,6 +3,8 @@ package retry
 import (
 	"fmt"
 	"strings"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // Log messages for how an attempt ended, shared by every runtime that logs
@@ -78,13 +80,13 @@ func Message(a Attempt, d Decision, task, step, persona string) string {
 
 func stopPhrase(d Decision) string {
 	switch d.Reason {
-	case ReasonExhausted:
+	case schemas.ReasonExhausted:
 		return "all retries exhausted; task blocked"
-	case ReasonEscalated:
+	case schemas.ReasonEscalated:
 		return "all retries exhausted; task escalated"
-	case ReasonTerminal:
+	case schemas.ReasonTerminal:
 		return "not retryable; task blocked"
-	case ReasonBudgetExhausted:
+	case schemas.ReasonBudgetExhausted:
 		return "token or cost budget exhausted; task blocked"
 	}
 	return "task blocked"

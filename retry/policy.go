@@ -54,7 +54,7 @@ type Policy struct {
 	ProgressInterval time.Duration
 	// UsageBudget bounds the tokens and cost of all of a request's attempts
 	// together: a failed attempt after which another would overspend it
-	// ends the request with ReasonBudgetExhausted. Default: no limit.
+	// ends the request with schemas.ReasonBudgetExhausted. Default: no limit.
 	UsageBudget UsageBudget
 }
 

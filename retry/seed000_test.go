@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Retry policies (seed 000): four presets with explicit maximum attempts
@@ -70,7 +71,7 @@ func TestRetryPolicies_NonRetryableBySimpleTypeName(t *testing.T) {
 				ErrorTypes: tt.types, Error: "Nothing to commit", Duration: time.Second}})
 			require.Equal(t, tt.want, d.Action)
 			if tt.want == retry.ActionQuarantine {
-				require.Equal(t, retry.ReasonTerminal, d.Reason)
+				require.Equal(t, schemas.ReasonTerminal, d.Reason)
 				require.True(t, d.Blocked)
 				require.Contains(t, d.Detail, "non-retryable error type "+tt.types[0])
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Persona request retry and the step budget (seed 001): calculatedTimeout =
@@ -97,7 +98,7 @@ func TestStepBudget_RetryFlow(t *testing.T) {
 		{at(1, timeout, -1), retryTo(2, primary, s30, time.Minute, 3)},
 		{at(2, timeout, -1), retryTo(3, primary, s60, time.Minute, 2)},
 		{at(3, timeout, -1), retryTo(4, primary, s90, time.Minute, 1)},
-		{at(4, timeout, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+		{at(4, timeout, -1), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 	})
 	first := at(1, timeout, -1)
 	d := retry.Decide(retry.Input{Policy: p, Current: first})

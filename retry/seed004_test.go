@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Adaptive retry (seed 004): the decision table, walked row by row with a
@@ -88,21 +89,21 @@ func TestAdaptiveRetry_DecisionTable(t *testing.T) {
 			{at(2, failed, 0), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, failed, 0), retryTo(4, fallback, s90, tmo, 2)},
 			{at(4, failed, 0), retryTo(5, primary, s120, tmo, 1)},
-			{at(5, failed, 0), final(retry.ActionEscalate, retry.ReasonEscalated)},
+			{at(5, failed, 0), final(retry.ActionEscalate, schemas.ReasonEscalated)},
 		}},
 		{"Row5_ZeroProgressIncludingAttemptsThatReportedNothing_Escalate", 9, []step{
 			{at(1, retry.ClassTimeout, -1), retryTo(2, fallback, s30, tmo, 4)},
 			{at(2, retry.ClassNetwork, -1), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, failed, 0), retryTo(4, fallback, s90, tmo, 2)},
 			{at(4, failed, -1), retryTo(5, primary, s120, tmo, 1)},
-			{at(5, retry.ClassTimeout, -1), final(retry.ActionEscalate, retry.ReasonEscalated)},
+			{at(5, retry.ClassTimeout, -1), final(retry.ActionEscalate, schemas.ReasonEscalated)},
 		}},
 		{"Row5_VariableButIncomplete_Escalate", 9, []step{
 			{at(1, failed, 2), retryTo(2, fallback, s30, tmo, 4)},
 			{at(2, failed, 4), poll2x(retryTo(3, primary, s60, tmo, 3))},
 			{at(3, failed, 3), retryTo(4, fallback, s90, tmo, 2)},
 			{at(4, failed, 6), poll2x(retryTo(5, primary, s120, 2*tmo, 1))},
-			{at(5, failed, 7), final(retry.ActionEscalate, retry.ReasonEscalated)},
+			{at(5, failed, 7), final(retry.ActionEscalate, schemas.ReasonEscalated)},
 		}},
 		// Progress not tracked (no progress_total, nothing reported): the
 		// step budget's exhaustion, task blocked.
@@ -111,7 +112,7 @@ func TestAdaptiveRetry_DecisionTable(t *testing.T) {
 			{at(2, failed, -1), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, failed, -1), retryTo(4, fallback, s90, tmo, 2)},
 			{at(4, failed, -1), retryTo(5, primary, s120, tmo, 1)},
-			{at(5, failed, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+			{at(5, failed, -1), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 		}},
 	}
 	for _, tt := range tests {
@@ -217,7 +218,7 @@ func TestAdaptiveRetry_NetworkErrorHandling(t *testing.T) {
 			{at(2, network, 5), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, failed, 5), retryTo(4, fallback, s90, tmo, 2)},
 			{at(4, network, 5), retryTo(5, primary, s60, tmo, 1)}, // the fallback's 5/9 was a network failure
-			{at(5, failed, 5), final(retry.ActionEscalate, retry.ReasonEscalated)},
+			{at(5, failed, 5), final(retry.ActionEscalate, schemas.ReasonEscalated)},
 		}},
 		{"OptInCountsNetwork", countNetwork, 9, []step{
 			{at(1, failed, 5), retryTo(2, fallback, s30, tmo, 4)},
@@ -237,14 +238,14 @@ func TestAdaptiveRetry_NetworkErrorHandling(t *testing.T) {
 			{at(2, network, -1), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, network, -1), retryTo(4, fallback, s60, tmo, 2)},
 			{at(4, network, -1), retryTo(5, primary, s60, tmo, 1)},
-			{at(5, network, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+			{at(5, network, -1), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 		}},
 		{"AllNetworkWithProgressTrackedEscalates", retry.AdaptivePolicy(), 9, []step{
 			{at(1, network, -1), retryTo(2, fallback, s60, tmo, 4)},
 			{at(2, network, -1), retryTo(3, primary, s60, tmo, 3)},
 			{at(3, network, -1), retryTo(4, fallback, s60, tmo, 2)},
 			{at(4, network, -1), retryTo(5, primary, s60, tmo, 1)},
-			{at(5, network, -1), final(retry.ActionEscalate, retry.ReasonEscalated)},
+			{at(5, network, -1), final(retry.ActionEscalate, schemas.ReasonEscalated)},
 		}},
 	}
 	for _, tt := range tests {

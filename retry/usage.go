@@ -3,6 +3,8 @@ package retry
 import (
 	"fmt"
 	"math"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // Usage is what one attempt consumed at its model provider, as its handler
@@ -105,7 +107,7 @@ func overBudget(p Policy, in Input, all []Attempt) (Decision, bool) {
 	default:
 		return Decision{}, false
 	}
-	return blocked(ActionQuarantine, ReasonBudgetExhausted, fmt.Sprintf(
+	return blocked(ActionQuarantine, schemas.ReasonBudgetExhausted, fmt.Sprintf(
 		"%s; no further attempt, task blocked; last: %s: %s", why, in.Current.Class, in.Current.Error)), true
 }
 

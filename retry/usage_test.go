@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // used is attempt n, failed, having used in+out tokens and cost dollars.
@@ -32,7 +33,7 @@ func TestDecideUsageBudget(t *testing.T) {
 		q.UsageBudget = retry.UsageBudget{MaxTokens: tokens, MaxCostUSD: usd}
 		return q
 	}
-	over := final(retry.ActionQuarantine, retry.ReasonBudgetExhausted)
+	over := final(retry.ActionQuarantine, schemas.ReasonBudgetExhausted)
 	tests := map[string]struct {
 		policy retry.Policy
 		steps  []step
@@ -64,13 +65,13 @@ func TestDecideUsageBudget(t *testing.T) {
 			{at(1, failed, -1), retryTo(2, primary, s30, time.Minute, 3)},
 			{at(2, failed, -1), retryTo(3, primary, s60, time.Minute, 2)},
 			{at(3, failed, -1), retryTo(4, primary, s90, time.Minute, 1)},
-			{at(4, failed, -1), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+			{at(4, failed, -1), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 		}},
 		"TheLastAttemptEndsExhausted": {budget(100, 0), []step{
 			{used(1, 10, 10, 0), retryTo(2, primary, s30, time.Minute, 3)},
 			{used(2, 10, 10, 0), retryTo(3, primary, s60, time.Minute, 2)},
 			{used(3, 10, 10, 0), retryTo(4, primary, s90, time.Minute, 1)},
-			{used(4, 100, 100, 0), final(retry.ActionQuarantine, retry.ReasonExhausted)},
+			{used(4, 100, 100, 0), final(retry.ActionQuarantine, schemas.ReasonExhausted)},
 		}},
 	}
 	for name, tc := range tests {
@@ -90,8 +91,8 @@ func TestDecideUsageBudgetOrder(t *testing.T) {
 	big := retry.Usage{InputTokens: 100}
 	for class, want := range map[retry.Class]retry.Decision{
 		retry.ClassSucceeded: {Action: retry.ActionAck, Counted: true},
-		retry.ClassTerminal:  final(retry.ActionQuarantine, retry.ReasonTerminal),
-		retry.ClassTimeout:   final(retry.ActionQuarantine, retry.ReasonBudgetExhausted),
+		retry.ClassTerminal:  final(retry.ActionQuarantine, schemas.ReasonTerminal),
+		retry.ClassTimeout:   final(retry.ActionQuarantine, schemas.ReasonBudgetExhausted),
 	} {
 		a := at(1, class, -1)
 		a.Usage = big

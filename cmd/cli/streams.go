@@ -10,6 +10,7 @@ import (
 	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/schemas"
 )
 
 func init() { register(newStreamsCmd) }
@@ -56,7 +57,7 @@ func newStreamsCmd(g *globals) *cobra.Command {
 			for _, p := range personas {
 				fmt.Fprintf(g.stdout, " %s", consumers.Durable(p.Name))
 			}
-			fmt.Fprintf(g.stdout, "; quarantine buckets: %s (index), %s (large payloads)\n", dlq.DefaultIndexBucket, dlq.DefaultPayloadBucket)
+			fmt.Fprintf(g.stdout, "; quarantine buckets: %s (index), %s (large payloads)\n", schemas.DefaultQuarantineIndexBucket, schemas.DefaultQuarantinePayloadBucket)
 			return nil
 		},
 	}

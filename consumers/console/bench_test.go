@@ -14,7 +14,6 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/console"
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -78,9 +77,9 @@ func fillQuarantine(b *testing.B, js jetstream.JetStream, topo consumers.Topolog
 		data, err := schemas.Encode(rec)
 		require.NoError(b, err)
 		msg := &nats.Msg{Subject: topo.QuarantineSubject(string(reason), persona), Data: data, Header: nats.Header{}}
-		msg.Header.Set(dlq.HeaderReason, string(reason))
-		msg.Header.Set(dlq.HeaderPersona, persona)
-		msg.Header.Set(dlq.HeaderTask, req.TaskID)
+		msg.Header.Set(schemas.HeaderReason, string(reason))
+		msg.Header.Set(schemas.HeaderPersona, persona)
+		msg.Header.Set(schemas.HeaderTask, req.TaskID)
 		_, err = js.PublishMsgAsync(msg)
 		require.NoError(b, err)
 		if i%1000 == 999 {

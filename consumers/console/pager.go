@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/schemas"
 )
 
 // The quarantine page reads only what it shows: one headers-only pass over
@@ -61,7 +62,7 @@ func drainSeqs(cons jetstream.Consumer, pending uint64, task string) ([]uint64, 
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			if task != "" && m.Headers().Get(dlq.HeaderTask) != task {
+			if task != "" && m.Headers().Get(schemas.HeaderTask) != task {
 				continue
 			}
 			if md, err := m.Metadata(); err == nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -37,7 +36,7 @@ func (q *queue) handle(ctx context.Context, m jetstream.Msg) outcome {
 	if err != nil {
 		return q.later(m, req.SagaID, err)
 	}
-	switch onArrival(sg, req, m.Headers().Get(dlq.HeaderReplayOf) != "") {
+	switch onArrival(sg, req, m.Headers().Get(schemas.HeaderReplayOf) != "") {
 	case arriveSettle:
 		q.r.log.Info().Str("saga_id", sg.ID).Str("state", string(sg.State)).Msg("compensation request for a terminal saga settled without running")
 		_ = m.DoubleAck(ctx)
@@ -81,7 +80,7 @@ func (q *queue) reopen(ctx context.Context, cur *Saga, m jetstream.Msg, req *sch
 	if err := update(ctx, q.kv, cur, next); err != nil {
 		return nil, err
 	}
-	q.r.log.Info().Str("saga_id", cur.ID).Str("replay_of", m.Headers().Get(dlq.HeaderReplayOf)).Msg("quarantined saga reopened by an operator's replay")
+	q.r.log.Info().Str("saga_id", cur.ID).Str("replay_of", m.Headers().Get(schemas.HeaderReplayOf)).Msg("quarantined saga reopened by an operator's replay")
 	return next, nil
 }
 

@@ -109,7 +109,7 @@ func (b *bundle) compensationRecords() []dlq.Entry {
 // consumer is the compensation consumer's state.
 func (b *bundle) consumer() *jetstream.ConsumerInfo {
 	b.t.Helper()
-	c, err := b.js.Consumer(ctx(b.t), saga.DefaultStream, saga.DefaultDurable)
+	c, err := b.js.Consumer(ctx(b.t), schemas.DefaultCompensationsStream, schemas.DefaultCompensationsDurable)
 	require.NoError(b.t, err)
 	info, err := c.Info(ctx(b.t))
 	require.NoError(b.t, err)

@@ -102,12 +102,12 @@ func TestDecideOnSagaHistory(t *testing.T) {
 		cur    retry.Attempt
 		action retry.Action
 		delay  time.Duration
-		reason string
+		reason schemas.Reason
 	}{
 		"FirstFailureRetriesAfterTheSchedule": {nil, retry.Attempt{Number: 1, Class: retry.ClassRetryable}, retry.ActionRetry, 30 * time.Second, ""},
 		"SecondFailureWaitsLonger":            {[]schemas.AttemptRecord{failed(1)}, retry.Attempt{Number: 2, Class: retry.ClassRetryable}, retry.ActionRetry, time.Minute, ""},
-		"LastAttemptSpent":                    {[]schemas.AttemptRecord{failed(1), failed(2)}, retry.Attempt{Number: 3, Class: retry.ClassRetryable}, retry.ActionQuarantine, 0, retry.ReasonExhausted},
-		"TerminalStopsAtOnce":                 {nil, retry.Attempt{Number: 1, Class: retry.ClassTerminal}, retry.ActionQuarantine, 0, retry.ReasonTerminal},
+		"LastAttemptSpent":                    {[]schemas.AttemptRecord{failed(1), failed(2)}, retry.Attempt{Number: 3, Class: retry.ClassRetryable}, retry.ActionQuarantine, 0, schemas.ReasonExhausted},
+		"TerminalStopsAtOnce":                 {nil, retry.Attempt{Number: 1, Class: retry.ClassTerminal}, retry.ActionQuarantine, 0, schemas.ReasonTerminal},
 		"RetryAfterWins":                      {nil, retry.Attempt{Number: 1, Class: retry.ClassRetryable, RetryAfter: 5 * time.Second}, retry.ActionRetry, 5 * time.Second, ""},
 	}
 	for name, c := range cases {

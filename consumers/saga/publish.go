@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -30,7 +29,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, t Topology, req *schem
 	}
 	msg := &nats.Msg{Subject: t.Subject(req.Kind), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, req.RequestID)
-	msg.Header.Set(dlq.HeaderSaga, req.SagaID)
+	msg.Header.Set(schemas.HeaderSaga, req.SagaID)
 	ack, err := js.PublishMsg(ctx, msg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("publish compensation %s to %s: %w", req.RequestID, msg.Subject, err)

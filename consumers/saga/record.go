@@ -20,7 +20,7 @@ func (q *queue) reject(ctx context.Context, m jetstream.Msg, seq uint64, detail 
 	rec := &schemas.QuarantineRecord{
 		SchemaVersion: schemas.Version, ID: dlq.RecordID(stream, seq), Reason: schemas.ReasonInvalidMessage,
 		Detail: detail, OriginalSubject: m.Subject(), Headers: map[string][]string(m.Headers()), Payload: m.Data(),
-		Stream: stream, Sequence: seq, SagaID: m.Headers().Get(dlq.HeaderSaga), QuarantinedAt: now,
+		Stream: stream, Sequence: seq, SagaID: m.Headers().Get(schemas.HeaderSaga), QuarantinedAt: now,
 		Errors: []schemas.AttemptRecord{retry.Attempt{Class: retry.ClassInvalidMessage, Error: detail, At: now}.Record()},
 	}
 	if rec.Payload == nil {

@@ -31,7 +31,7 @@ type Config struct {
 	// Default: Topology{}.WithDefaults().
 	Topology Topology
 	// Writer stores compensation_failed and invalid_message records.
-	// Default: a dlq.Writer on dlq.DefaultQuarantinePrefix subjects.
+	// Default: a dlq.Writer on schemas.DefaultQuarantinePrefix subjects.
 	Writer *dlq.Writer
 	// Handlers run compensations by kind. A saga whose kind has none is
 	// quarantined (never left running).
@@ -102,7 +102,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, topo: cfg.Topology.WithDefaults(), js: cfg.JetStream, w: cfg.Writer, log: zerolog.Nop(), now: cfg.Now}
 	if r.w == nil {
-		r.w = dlq.NewWriter(cfg.JetStream, dlq.QuarantineSubjects(dlq.DefaultQuarantinePrefix))
+		r.w = dlq.NewWriter(cfg.JetStream, dlq.QuarantineSubjects(schemas.DefaultQuarantinePrefix))
 	}
 	if cfg.Logger != nil {
 		r.log = *cfg.Logger

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -136,7 +135,7 @@ func (q *queue) resume(ctx context.Context) (int, error) {
 			msg.Header[k] = append([]string(nil), v...)
 		}
 		msg.Header.Set(jetstream.MsgIDHeader, resumeMsgID(sg.Request.RequestID, sg.Revision))
-		msg.Header.Set(dlq.HeaderSaga, sg.ID)
+		msg.Header.Set(schemas.HeaderSaga, sg.ID)
 		if _, err := q.r.js.PublishMsg(ctx, msg); err != nil {
 			return n, fmt.Errorf("queue saga %s again: %w", sg.ID, err)
 		}

@@ -11,31 +11,22 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Default names and settings of the compensation topology.
-const (
-	// DefaultStream holds compensation requests (work-queue retention).
-	DefaultStream = "PERSONAQ_COMPENSATIONS"
-	// DefaultPrefix: requests of kind K go to <prefix>.K.
-	DefaultPrefix = "personaq.compensations"
-	// DefaultDurable is the consumer every runner shares.
-	DefaultDurable = "personaq-compensations"
-	// DefaultBucket is the KV bucket of saga states (key: saga id).
-	DefaultBucket = "personaq_sagas"
-	// DefaultAckWait is the consumer's AckWait; a runner heartbeats a
-	// running compensation every third of it, so an attempt may take longer.
-	DefaultAckWait = time.Minute
-)
+// DefaultAckWait is the compensation consumer's AckWait; a runner
+// heartbeats a running compensation every third of it, so an attempt may
+// take longer. The default names are schemas.DefaultCompensations* and
+// schemas.DefaultSagaBucket.
+const DefaultAckWait = time.Minute
 
 // Topology names where compensations live. The zero value is completed by
 // WithDefaults.
 type Topology struct {
-	// Stream holds compensation requests. Default: DefaultStream.
+	// Stream holds compensation requests. Default: schemas.DefaultCompensationsStream.
 	Stream string
-	// Prefix: requests of kind K go to <prefix>.K. Default: DefaultPrefix.
+	// Prefix: requests of kind K go to <prefix>.K. Default: schemas.DefaultCompensationsPrefix.
 	Prefix string
-	// Durable is the consumer runners share. Default: DefaultDurable.
+	// Durable is the consumer runners share. Default: schemas.DefaultCompensationsDurable.
 	Durable string
-	// Bucket is the saga state KV bucket. Default: DefaultBucket.
+	// Bucket is the saga state KV bucket. Default: schemas.DefaultSagaBucket.
 	Bucket string
 	// AckWait of the consumer. Default: DefaultAckWait.
 	AckWait time.Duration
@@ -51,10 +42,10 @@ func (t Topology) WithDefaults() Topology {
 			*s = v
 		}
 	}
-	def(&t.Stream, DefaultStream)
-	def(&t.Prefix, DefaultPrefix)
-	def(&t.Durable, DefaultDurable)
-	def(&t.Bucket, DefaultBucket)
+	def(&t.Stream, schemas.DefaultCompensationsStream)
+	def(&t.Prefix, schemas.DefaultCompensationsPrefix)
+	def(&t.Durable, schemas.DefaultCompensationsDurable)
+	def(&t.Bucket, schemas.DefaultSagaBucket)
 	if t.AckWait <= 0 {
 		t.AckWait = DefaultAckWait
 	}
