@@ -138,7 +138,7 @@ func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool, mods ...fu
 		return handlers.Result{}, nil
 	})
 	cfg := consumers.Config{
-		JetStream: e.nats.JetStream(b), Topology: topo, Logger: benchLogger(),
+		JetStream: e.nats.JetStream(b), Topology: topo, Logger: benchLogger(), WithoutLedger: !withLedger,
 		Personas: []consumers.Persona{{
 			Name: benchPersona, Handler: h, Policy: benchPolicy(10 * time.Second),
 			Concurrency: benchSlots, MaxReplicas: benchReplicas, AckWait: benchAckWait,
@@ -449,7 +449,7 @@ func benchLatenessRound(b *testing.B, e *benchEnv, c benchLatenessCase) (latenes
 		return handlers.Result{}, nil
 	})
 	rt, err := consumers.New(consumers.Config{
-		JetStream: benchNakJS{JetStream: e.nats.JetStream(b), clock: clock}, Topology: topo, Logger: benchLogger(),
+		WithoutLedger: true, JetStream: benchNakJS{JetStream: e.nats.JetStream(b), clock: clock}, Topology: topo, Logger: benchLogger(),
 		Personas: []consumers.Persona{{
 			Name: benchPersona, Handler: h, Policy: benchPolicy(10 * time.Second),
 			Concurrency: c.slots, MaxReplicas: 1, AckWait: benchAckWait,
@@ -608,7 +608,7 @@ func benchSlowRound(b *testing.B, e *benchEnv, n int) benchSlowResult {
 		return handlers.Result{}, nil
 	})
 	rt, err := consumers.New(consumers.Config{
-		JetStream: e.nats.JetStream(b), Topology: topo, Logger: benchLogger(),
+		WithoutLedger: true, JetStream: e.nats.JetStream(b), Topology: topo, Logger: benchLogger(),
 		Personas: []consumers.Persona{{
 			Name: benchPersona, Handler: h, Policy: benchPolicy(2 * time.Minute),
 			Concurrency: n, MaxReplicas: 1, AckWait: benchSlowAckWait,

@@ -37,7 +37,7 @@ func Example() {
 	})
 	policy := retry.Policy{Name: "quick", MaxAttempts: 3, AttemptTimeout: time.Second,
 		Schedule: retry.Linear{Step: 20 * time.Millisecond}}
-	rt, err := consumers.New(consumers.Config{JetStream: js,
+	rt, err := consumers.New(consumers.Config{WithoutLedger: true, JetStream: js,
 		Personas: []consumers.Persona{{Name: "greeter", Handler: greet, Policy: policy}}})
 	if err != nil {
 		fmt.Println(err)

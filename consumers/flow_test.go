@@ -313,11 +313,11 @@ func TestFlowConfigValidation(t *testing.T) {
 	h := newHarness(t, false)
 	p := persona("p", failing(handlers.Retryable, "x %d"), fastPolicy(2))
 	p.Limiter = "nope"
-	_, err := consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}})
+	_, err := consumers.New(consumers.Config{WithoutLedger: true, JetStream: h.js, Personas: []consumers.Persona{p}})
 	require.ErrorIs(t, err, consumers.ErrInvalidConfig)
 	require.ErrorContains(t, err, `limiter: "nope"`)
 	p.Limiter, p.Circuit = "", flow.Circuit{Failures: 2}
-	_, err = consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}})
+	_, err = consumers.New(consumers.Config{WithoutLedger: true, JetStream: h.js, Personas: []consumers.Persona{p}})
 	require.ErrorContains(t, err, "circuit")
 }
 

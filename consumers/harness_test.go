@@ -82,7 +82,7 @@ func (h *harness) startArmed(mod func(*consumers.Config), arm func(*consumers.Ru
 	}
 	log := zerolog.New(w).Level(zerolog.InfoLevel)
 	cfg := consumers.Config{
-		JetStream: h.js, Personas: personas, Ledger: h.ledger, Logger: &log,
+		JetStream: h.js, Personas: personas, Ledger: h.ledger, WithoutLedger: h.ledger == nil, Logger: &log,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 	}
 	if mod != nil {

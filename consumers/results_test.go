@@ -27,6 +27,7 @@ func (h *harness) startWith(cfg consumers.Config, personas ...consumers.Persona)
 	h.t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	cfg.JetStream, cfg.Personas, cfg.Ledger, cfg.Logger = h.js, personas, h.ledger, &log
+	cfg.WithoutLedger = h.ledger == nil
 	cfg.DrainTimeout, cfg.FetchMaxWait = 2*time.Second, 200*time.Millisecond
 	rt, err := consumers.New(cfg)
 	require.NoError(h.t, err)

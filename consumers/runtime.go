@@ -59,8 +59,20 @@ type Config struct {
 	Topology Topology
 	// Personas served by this replica. Required (at least one).
 	Personas []Persona
-	// Ledger counts attempts (Redis). Default: none (deliveries are counted).
+	// Ledger counts attempts and keeps their history (Redis; build one with
+	// ledger.New on ledger.NewClient). Required unless WithoutLedger.
 	Ledger Ledger
+	// WithoutLedger runs with no ledger, on purpose: attempts are counted
+	// by JetStream deliveries, and there is no attempt history, so no
+	// plateau detection, no feedback to the next attempt, no attempt
+	// leases and no usage budget across replicas. For tests and demos;
+	// `personaq serve` refuses it.
+	WithoutLedger bool
+	// HandlerMiddleware wraps every persona's handler, first listed
+	// outermost: logging, authentication to the provider, tracing of the
+	// handler's own calls. A middleware sees each attempt's request and
+	// result; its error is classified like the handler's.
+	HandlerMiddleware []func(handlers.Handler) handlers.Handler
 	// Logger for decisions. Default: zerolog.Nop().
 	Logger *zerolog.Logger
 	// DrainTimeout bounds graceful shutdown of in-flight work. Default: 30s.
@@ -188,6 +200,9 @@ func New(cfg Config) (*Runtime, error) {
 		r.replicaID = newReplicaID()
 	}
 	for _, p := range cfg.Personas {
+		for i := len(cfg.HandlerMiddleware) - 1; i >= 0; i-- {
+			p.Handler = cfg.HandlerMiddleware[i](p.Handler)
+		}
 		pr := newPersonaRuntime(p)
 		pr.flow = r.newPersonaFlow(p, pr)
 		addFlowMetadata(pr.spec.Metadata, p)
@@ -199,6 +214,9 @@ func New(cfg Config) (*Runtime, error) {
 func validate(cfg Config) error {
 	if cfg.JetStream == nil {
 		return fmt.Errorf("%w: jetstream: required", ErrInvalidConfig)
+	}
+	if cfg.Ledger == nil && !cfg.WithoutLedger {
+		return fmt.Errorf("%w: ledger: required (attempt limits across replicas, history, plateau detection); set WithoutLedger to count attempts by deliveries alone", ErrInvalidConfig)
 	}
 	if len(cfg.Personas) == 0 {
 		return fmt.Errorf("%w: personas: at least one is required", ErrInvalidConfig)
@@ -306,7 +324,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.health.bound.Store(false) // draining: not ready for new work
 	}()
 	defer r.health.bound.Store(false)
-	r.log.Info().Int("personas", len(r.personas)).Msg("personaq runtime started")
+	r.log.Info().Int("personas", len(r.personas)).Bool("ledger", r.ledger != nil).Msg("personaq runtime started")
+	if r.ledger == nil {
+		r.log.Warn().Msg("running without an attempt ledger: attempts counted by deliveries alone, no history, plateau detection or attempt leases")
+	}
 	err = router.Run(ctx)
 	<-drained
 	r.log.Info().Msg("personaq runtime stopped")

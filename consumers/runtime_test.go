@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,4 +253,57 @@ func TestRuntimeDrainLetsInFlightWorkFinish(t *testing.T) {
 	ev := out.wait(t, req.RequestID, 5*time.Second)
 	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
 	require.Zero(t, h.requestsLeft())
+}
+
+// A runtime without an attempt ledger is a choice, never a default: New
+// refuses the missing ledger by name unless WithoutLedger says so.
+func TestNewRequiresALedgerOrSayingSo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, false)
+	p := persona("p", handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) {
+		return handlers.Result{}, nil
+	}), fastPolicy(2))
+	_, err := consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}})
+	require.ErrorIs(t, err, consumers.ErrInvalidConfig)
+	require.ErrorContains(t, err, "ledger: required")
+	_, err = consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}, WithoutLedger: true})
+	require.NoError(t, err)
+}
+
+// HandlerMiddleware wraps every persona's handler, the first listed
+// outermost, and sees each attempt.
+func TestHandlerMiddlewareWrapsEveryAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	out := h.watchOutcomes()
+	var mu sync.Mutex
+	var trail []string
+	mw := func(name string) func(consumers.Handler) consumers.Handler {
+		return func(next consumers.Handler) consumers.Handler {
+			return consumers.HandlerFunc(func(ctx context.Context, req *consumers.Request) (consumers.Result, error) {
+				mu.Lock()
+				trail = append(trail, fmt.Sprintf("%s>%d", name, req.Attempt))
+				mu.Unlock()
+				res, err := next.Handle(ctx, req)
+				mu.Lock()
+				trail = append(trail, fmt.Sprintf("%s<%d", name, req.Attempt))
+				mu.Unlock()
+				return res, err
+			})
+		}
+	}
+	p := persona("wrapped", consumers.HandlerFunc(func(_ context.Context, req *consumers.Request) (consumers.Result, error) {
+		if req.Attempt == 1 {
+			return consumers.Result{}, errors.New("first attempt fails")
+		}
+		return consumers.Result{}, nil
+	}), fastPolicy(3))
+	h.startMod(func(c *consumers.Config) {
+		c.HandlerMiddleware = []func(consumers.Handler) consumers.Handler{mw("outer"), mw("inner")}
+	}, p)
+	ev := out.wait(t, h.publish("wrapped", "t-mw").RequestID, 10*time.Second)
+	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"outer>1", "inner>1", "inner<1", "outer<1", "outer>2", "inner>2", "inner<2", "outer<2"}, trail)
 }

@@ -142,7 +142,7 @@ func testPersonas() []consumers.Persona {
 // provisionAsAdmin is `personaq streams init` run by the admin user.
 func provisionAsAdmin(t *testing.T, admin *client, personas []consumers.Persona) {
 	t.Helper()
-	rt, err := consumers.New(consumers.Config{JetStream: admin.js, Personas: personas})
+	rt, err := consumers.New(consumers.Config{WithoutLedger: true, JetStream: admin.js, Personas: personas})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -212,7 +212,7 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	rt, err := consumers.New(consumers.Config{
-		JetStream: replicaUser.js, Personas: testPersonas(), Logger: &log, Topology: outputsOutOfLine,
+		WithoutLedger: true, JetStream: replicaUser.js, Personas: testPersonas(), Logger: &log, Topology: outputsOutOfLine,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -54,7 +54,7 @@ func runReplica(t *testing.T, c *client) {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("region", c.user).Logger()
 	rt, err := consumers.New(consumers.Config{
-		JetStream: c.js, Personas: testPersonas(), Logger: &log,
+		WithoutLedger: true, JetStream: c.js, Personas: testPersonas(), Logger: &log,
 		DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -53,7 +53,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(crashExit)
 		return handlers.Result{}, nil
 	})
-	rt, err := consumers.New(consumers.Config{JetStream: js, Personas: []consumers.Persona{crashPersona(exit)}, FetchMaxWait: 100 * time.Millisecond})
+	rt, err := consumers.New(consumers.Config{WithoutLedger: true, JetStream: js, Personas: []consumers.Persona{crashPersona(exit)}, FetchMaxWait: 100 * time.Millisecond})
 	if err != nil {
 		os.Exit(2)
 	}

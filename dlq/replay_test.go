@@ -65,7 +65,7 @@ func (b *bundle) runtime() {
 		return handlers.Result{}, handlers.Terminal(errors.New("the agent's config was broken"))
 	})
 	rt, err := consumers.New(consumers.Config{
-		JetStream: b.nats.JetStream(b.t), Logger: &b.log, DrainTimeout: time.Second, FetchMaxWait: 100 * time.Millisecond,
+		WithoutLedger: true, JetStream: b.nats.JetStream(b.t), Logger: &b.log, DrainTimeout: time.Second, FetchMaxWait: 100 * time.Millisecond,
 		Personas: []consumers.Persona{{Name: "replayable", Handler: h, Concurrency: 4,
 			Policy: retry.Policy{Name: "test", MaxAttempts: 3, AttemptTimeout: 2 * time.Second, Schedule: retry.Fixed{Every: 10 * time.Millisecond}}}},
 	})

@@ -28,7 +28,7 @@ func TestPersonaLsShowsLimiterAndCircuit(t *testing.T) {
 	h := &handled{tasks: map[string]bool{}}
 	pol := retry.Policy{Name: "test", MaxAttempts: 2, AttemptTimeout: 2 * time.Second, Schedule: retry.Linear{Step: 50 * time.Millisecond}}
 	rt, err := consumers.New(consumers.Config{
-		JetStream: js, Limiter: lim, Circuits: circuits,
+		WithoutLedger: true, JetStream: js, Limiter: lim, Circuits: circuits,
 		Personas: []consumers.Persona{
 			{Name: "planner", Handler: h.handler(), Policy: pol, Limiter: "openai-gpt5", Circuit: flow.Circuit{Failures: 5}},
 			{Name: "echo", Handler: h.handler(), Policy: pol},

@@ -77,7 +77,7 @@ func TestPersonaPauseAndResumeAcrossARunningReplica(t *testing.T) {
 	pol := retry.Policy{Name: "test", MaxAttempts: 2, AttemptTimeout: 2 * time.Second, Schedule: retry.Linear{Step: 50 * time.Millisecond}}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	rt, err := consumers.New(consumers.Config{
-		JetStream: js, Logger: &log, DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
+		WithoutLedger: true, JetStream: js, Logger: &log, DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 		Personas: []consumers.Persona{
 			{Name: "echo", Handler: h.handler(), Policy: pol, Concurrency: 2},
 			{Name: "planner", Handler: h.handler(), Policy: pol, Concurrency: 2},

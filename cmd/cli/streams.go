@@ -42,7 +42,7 @@ func newStreamsCmd(g *globals) *cobra.Command {
 			for i := range personas { // provisioning needs no flow control
 				personas[i].Limiter, personas[i].Circuit = "", flow.Circuit{}
 			}
-			rt, err := consumers.New(consumers.Config{JetStream: js, Topology: cfg.Topology(), Personas: personas})
+			rt, err := consumers.New(consumers.Config{WithoutLedger: true, JetStream: js, Topology: cfg.Topology(), Personas: personas})
 			if err != nil {
 				return err
 			}

@@ -61,6 +61,7 @@ func policy(attempts int, timeout time.Duration) retry.Policy {
 func (e *env) serve(cfg consumers.Config, personas ...consumers.Persona) (stop func()) {
 	e.t.Helper()
 	cfg.JetStream, cfg.Personas, cfg.Ledger, cfg.Logger = e.js, personas, e.led, &e.log
+	cfg.WithoutLedger = e.led == nil
 	cfg.DrainTimeout, cfg.FetchMaxWait = 2*time.Second, 200*time.Millisecond
 	rt, err := consumers.New(cfg)
 	require.NoError(e.t, err)

@@ -38,7 +38,7 @@ func exampleJetStream() (jetstream.JetStream, func()) {
 		return handlers.Result{}, handlers.Terminal(errors.New("the diff does not apply"))
 	})
 	policy := retry.Policy{Name: "quick", MaxAttempts: 3, AttemptTimeout: time.Second, Schedule: retry.Linear{Step: 20 * time.Millisecond}}
-	rt, _ := consumers.New(consumers.Config{JetStream: js, Personas: []consumers.Persona{
+	rt, _ := consumers.New(consumers.Config{WithoutLedger: true, JetStream: js, Personas: []consumers.Persona{
 		{Name: "planner", Handler: planner, Policy: policy}, {Name: "reviewer", Handler: reviewer, Policy: policy},
 	}})
 	_ = rt.Provision(context.Background())

@@ -38,7 +38,7 @@ func TestRuntimeCollectorReportsTheConsumerBacklog(t *testing.T) {
 	})
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	rt, err := consumers.New(consumers.Config{
-		JetStream: js, Logger: &log, DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
+		WithoutLedger: true, JetStream: js, Logger: &log, DrainTimeout: 2 * time.Second, FetchMaxWait: 200 * time.Millisecond,
 		Personas: []consumers.Persona{{Name: "slow", Handler: block, Policy: testPolicy(1), Concurrency: 1}},
 	})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-// Command embed shows personaq's Go API: register a handlers.Func per
+// Command embed shows personaq's Go API: register a consumers.HandlerFunc per
 // persona and run the same runtime `personaq serve` runs, from your own main.
 //
 //	NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379/0 go run ./cmd/examples/embed
@@ -60,7 +60,7 @@ func run() error {
 		JetStream: js, Ledger: led, Logger: &log,
 		Personas: []consumers.Persona{{
 			Name:    "summarizer",
-			Handler: handlers.Func(summarize),
+			Handler: consumers.HandlerFunc(summarize),
 			// The persona request step: 3 retries, linear 30s/60s/90s, 60s per attempt.
 			Policy:      retry.PersonaPolicy(60 * time.Second),
 			Concurrency: 8,
@@ -74,18 +74,18 @@ func run() error {
 
 // summarize is a persona handler: classify failures with the handlers
 // constructors; feedback from earlier attempts arrives in req.Feedback.
-func summarize(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
+func summarize(ctx context.Context, req *consumers.Request) (consumers.Result, error) {
 	var in struct {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(req.Message.Input, &in); err != nil || in.Text == "" {
-		return handlers.Result{}, handlers.Terminal(errors.New("input.text is required"))
+		return consumers.Result{}, handlers.Terminal(errors.New("input.text is required"))
 	}
 	if err := ctx.Err(); err != nil {
-		return handlers.Result{}, err
+		return consumers.Result{}, err
 	}
 	out, _ := json.Marshal(map[string]string{"summary": firstWords(in.Text, 12)})
-	return handlers.Result{Output: out}, nil
+	return consumers.Result{Output: out}, nil
 }
 
 func firstWords(s string, n int) string {
