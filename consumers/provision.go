@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/personaq/personaq/consumers/streams"
 )
 
 // ConsumerSpec sizes the durable consumer of one persona.
@@ -42,8 +43,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 		return err
 	}
 	for _, cfg := range streamConfigs(t) {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		if err := streams.Ensure(ctx, js, cfg); err != nil {
+			return err
 		}
 	}
 	if err := provisionOutputs(ctx, js, t); err != nil {
@@ -60,6 +61,12 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 // provisionOutputs creates the object store for large persona answers; its
 // objects expire with the terminal records that reference them.
 func provisionOutputs(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	// Left alone when already as wanted, like the streams (streams.Ensure).
+	if ob, err := js.ObjectStore(ctx, t.OutputsBucket); err == nil {
+		if st, err := ob.Status(ctx); err == nil && st.TTL() == t.OutcomesMaxAge && st.Replicas() == max(t.Replicas, 1) {
+			return nil
+		}
+	}
 	_, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: t.OutputsBucket, Description: "personaq persona outputs too large to keep inline",
 		TTL: t.OutcomesMaxAge, Storage: t.Storage, Replicas: t.Replicas,

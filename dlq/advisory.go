@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -158,7 +159,7 @@ func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
 // Provision creates or updates the advisory stream and its durable
 // consumer. It is idempotent; Start calls it.
 func (l *AdvisoryListener) Provision(ctx context.Context) error {
-	_, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	err := streams.Ensure(ctx, l.js, jetstream.StreamConfig{
 		Name:        l.cfg.AdvisoryStream,
 		Description: "personaq: MAX_DELIVERIES advisories of " + l.cfg.RequestsStream + ", waiting for the listener",
 		Subjects:    []string{MaxDeliveriesSubject(l.cfg.RequestsStream)},
@@ -167,7 +168,7 @@ func (l *AdvisoryListener) Provision(ctx context.Context) error {
 		Storage:     l.cfg.Storage,
 	})
 	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", l.cfg.AdvisoryStream, err)
+		return err
 	}
 	_, err = l.js.CreateOrUpdateConsumer(ctx, l.cfg.AdvisoryStream, jetstream.ConsumerConfig{
 		Durable:       l.cfg.Durable,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -75,13 +76,13 @@ func resumeMsgID(requestID string, rev uint64) string {
 // BackOff: retries come back through NakWithDelay with the policy's delay.
 func Provision(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	t = t.WithDefaults()
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	err := streams.Ensure(ctx, js, jetstream.StreamConfig{
 		Name: t.Stream, Description: "personaq saga compensation requests",
 		Subjects: []string{t.Prefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
 		Replicas: t.Replicas, Storage: t.Storage,
 	})
 	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", t.Stream, err)
+		return err
 	}
 	_, err = js.CreateOrUpdateConsumer(ctx, t.Stream, jetstream.ConsumerConfig{
 		Durable: t.Durable, Description: "personaq compensation runners",
