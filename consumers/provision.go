@@ -43,7 +43,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 		return err
 	}
 	for _, cfg := range streamConfigs(t) {
-		if err := streams.Ensure(ctx, js, cfg); err != nil {
+		if err := ensureStream(ctx, js, t, cfg); err != nil {
 			return err
 		}
 	}
@@ -54,6 +54,21 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 		if err := provisionConsumer(ctx, js, t, s); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ensureStream provisions one of the runtime's streams. Replicas may not
+// read the quarantine (least privilege: records hold requests' payloads),
+// so it is updated blind — an identical config changes nothing, and no
+// replica creates a consumer on it; the others are read first and updated
+// only when a field differs (streams.Ensure).
+func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, cfg jetstream.StreamConfig) error {
+	if cfg.Name != t.QuarantineStream {
+		return streams.Ensure(ctx, js, cfg)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 	}
 	return nil
 }
