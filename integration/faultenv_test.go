@@ -499,9 +499,17 @@ func (e *faultEnv) streamLeader(stream string) string {
 // replica starts, as `personaq streams init` does.
 func (e *faultEnv) provision() {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
-	defer cancel()
-	require.NoError(e.t, consumers.Provision(ctx, e.js, consumers.Topology{Replicas: len(e.nats)}, nil))
+	// A fresh cluster answers JetStream requests before every peer is
+	// known to be online; until then an R3 stream cannot be placed ("no
+	// suitable peers for placement"), so the first provisioning is repeated.
+	var err error
+	waitUntil(e.t, "the cluster places the streams", time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		defer cancel()
+		err = consumers.Provision(ctx, e.js, consumers.Topology{Replicas: len(e.nats)}, nil)
+		return err == nil
+	})
+	require.NoError(e.t, err)
 }
 
 // node is the nats-server process named name (n1, n2, …), nil if none.
