@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -220,8 +221,9 @@ func startPostgres(dir string) (*serverProc, string, error) {
 	return p, url, nil
 }
 
-// startNATS runs this program as `peers nats-server` in dir, writing a CPU
-// profile of its whole life to cpuprofile when set.
+// startNATS runs this program as `peers nats-server` in dir; with
+// cpuprofile set, the server profiles itself between SIGUSR1 and SIGUSR2
+// (sent by a profiled trial around its timed part).
 func startNATS(dir, cpuprofile string) (*serverProc, string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -260,18 +262,10 @@ func natsServerMain(args []string) error {
 	fs := flag.NewFlagSet("nats-server", flag.ExitOnError)
 	store := fs.String("store", "", "JetStream store directory")
 	port := fs.Int("port", 4222, "client port")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the server's life here")
+	cpuprofile := fs.String("cpuprofile", "", "on SIGUSR1 start a CPU profile, written here on SIGUSR2")
 	_ = fs.Parse(args)
 	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer profileOnSignal(*cpuprofile)()
 	}
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: *port, JetStream: true, StoreDir: *store,
@@ -290,4 +284,42 @@ func natsServerMain(args []string) error {
 	s.Shutdown()
 	s.WaitForShutdown()
 	return nil
+}
+
+// profileOnSignal starts a CPU profile on SIGUSR1 and writes it to path on
+// SIGUSR2; the returned func writes it if it is still running.
+func profileOnSignal(path string) (stop func()) {
+	var mu sync.Mutex
+	var f *os.File
+	stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if f != nil {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+			f = nil
+		}
+	}
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range ch {
+			if sig == syscall.SIGUSR2 {
+				stop()
+				continue
+			}
+			mu.Lock()
+			if f == nil {
+				var err error
+				if f, err = os.Create(path); err == nil {
+					err = pprof.StartCPUProfile(f)
+				}
+				if err != nil {
+					fmt.Fprintln(stderr, "nats-server: cpu profile:", err)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	return stop
 }

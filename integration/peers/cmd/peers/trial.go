@@ -57,6 +57,7 @@ type trialConfig struct {
 	natsURL    string
 	serverPIDs []int // server processes whose CPU time the trial reports
 	cpuprofile string
+	profilePID int // a server to signal SIGUSR1/SIGUSR2 around the timed part
 }
 
 // trialResult is what a trial prints on stdout, as JSON.
@@ -113,6 +114,7 @@ func trialMain(args []string) error {
 	fs.StringVar(&tc.natsURL, "nats", "", "nats-server URL")
 	fs.StringVar(&pids, "server-pids", "", "comma-separated server pids to measure")
 	fs.StringVar(&tc.cpuprofile, "cpuprofile", "", "write this process's CPU profile of the timed part here")
+	fs.IntVar(&tc.profilePID, "profile-pid", 0, "server process to send SIGUSR1 (start profiling) and SIGUSR2 (stop) around the timed part")
 	_ = fs.Parse(args)
 	for f := range strings.SplitSeq(pids, ",") {
 		if f == "" {
@@ -194,6 +196,9 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if tc.profilePID != 0 {
+		_ = syscall.Kill(tc.profilePID, syscall.SIGUSR1)
+	}
 	client0, server0 := selfCPU(), serversCPU(tc.serverPIDs)
 	start := time.Now()
 	if err := q.start(ctx); err != nil {
@@ -234,6 +239,9 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 	}
 	took := time.Since(start)
 	client1, server1 := selfCPU(), serversCPU(tc.serverPIDs)
+	if tc.profilePID != 0 {
+		_ = syscall.Kill(tc.profilePID, syscall.SIGUSR2)
+	}
 
 	res := &trialResult{
 		System: tc.system, Case: tc.kase, Jobs: tc.jobs, Seconds: took.Seconds(),
