@@ -145,6 +145,9 @@ func startRedis(dir string) (*serverProc, string, error) {
 // /usr/lib/postgresql/<major>/bin, off PATH); PERSONAQ_PG_BIN overrides.
 func postgresBinDir() (string, error) {
 	if d := os.Getenv("PERSONAQ_PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err != nil {
+			return "", fmt.Errorf("PERSONAQ_PG_BIN: %w", err)
+		}
 		return d, nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
