@@ -99,6 +99,7 @@ func driverMain(args []string) error {
 
 	results := map[string]map[string][]*trialResult{}
 	loads := []string{loadAvg()}
+	var failed []string
 	for r := range *rounds {
 		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, sys := range order {
@@ -108,8 +109,13 @@ func driverMain(args []string) error {
 					n, w = *retries, *retryWorkers
 				}
 				res, err := d.trial(ctx, sys, c, n, w, "", d.url)
-				if err != nil {
-					return err
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil { // reported, and left out of the table
+					fmt.Fprintf(stderr, "peers: round %d/%d: %v\n", r+1, *rounds, err)
+					failed = append(failed, fmt.Sprintf("round %d %s %s", r+1, sys, c))
+					continue
 				}
 				if results[sys] == nil {
 					results[sys] = map[string][]*trialResult{}
@@ -121,6 +127,9 @@ func driverMain(args []string) error {
 		loads = append(loads, loadAvg())
 	}
 	printReport(os.Stdout, names, results, *rounds, loads)
+	if len(failed) > 0 {
+		fmt.Printf("\nFailed trials, not in the table: %s\n", strings.Join(failed, "; "))
+	}
 
 	if *cpuprofile != "" {
 		if err := d.profile(ctx, root, *cpuprofile, *jobs, *workers); err != nil {
@@ -246,8 +255,8 @@ func (d *driver) profile(ctx context.Context, root, path string, jobs, workers i
 
 func summary(r *trialResult) string {
 	if r.Case == caseThroughput {
-		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s",
-			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs))
+		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s, first job after %.0f ms",
+			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs), 1000*r.FirstJob)
 	}
 	s := sortedCopy(r.Lateness)
 	return fmt.Sprintf("retry lateness p50 %.1f ms, p99 %.1f ms, min %.1f ms (%d retries)",
@@ -288,6 +297,14 @@ func printReport(w io.Writer, names []string, results map[string]map[string][]*t
 			}
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	fmt.Fprintln(w, "\njobs/s per round, in round order (time from starting the workers to the first handler call):")
+	for _, sys := range names {
+		var rates []string
+		for _, r := range results[sys][caseThroughput] {
+			rates = append(rates, fmt.Sprintf("%.0f (%.0f ms)", float64(r.Jobs)/r.Seconds, 1000*r.FirstJob))
+		}
+		fmt.Fprintf(w, "- %s: %s\n", sys, strings.Join(rates, ", "))
 	}
 }
 

@@ -68,6 +68,7 @@ type trialResult struct {
 	Seconds   float64   `json:"seconds"`    // start of consuming → every job settled
 	ClientCPU float64   `json:"client_cpu"` // this process, user+sys, seconds, same interval
 	ServerCPU float64   `json:"server_cpu"` // serverPIDs (and their children), user+sys, seconds
+	FirstJob  float64   `json:"first_job"`  // seconds from starting the workers to the first handler call
 	Lateness  []float64 `json:"lateness"`   // ms, per job: second attempt start − (first attempt's return + retryDelay)
 }
 
@@ -153,9 +154,11 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 		mu       sync.Mutex
 		failedAt = make(map[string]time.Time, tc.jobs)
 		second   = make(map[string]time.Time, tc.jobs)
+		first    atomic.Int64 // unix ns of the first handler call
 	)
 	h := func(id string, attempt int) error {
 		now := time.Now()
+		first.CompareAndSwap(0, now.UnixNano())
 		if failing {
 			mu.Lock()
 			defer mu.Unlock()
@@ -246,6 +249,7 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 	res := &trialResult{
 		System: tc.system, Case: tc.kase, Jobs: tc.jobs, Seconds: took.Seconds(),
 		ClientCPU: client1 - client0, ServerCPU: server1 - server0,
+		FirstJob: time.Unix(0, first.Load()).Sub(start).Seconds(),
 	}
 	mu.Lock()
 	defer mu.Unlock()
