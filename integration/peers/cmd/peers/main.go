@@ -243,12 +243,16 @@ func (d *driver) profile(ctx context.Context, root, path string, jobs, workers i
 		{"personaq runtime process (the queue client)", path},
 		{"nats-server process", path + ".nats"},
 	} {
-		out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=15", p.file).CombinedOutput()
-		if err != nil {
-			fmt.Printf("\n%s: profile in %s (go tool pprof failed: %v)\n", p.what, p.file, err)
-			continue
+		for _, view := range [][]string{{"-top"}, {"-top", "-cum"}} {
+			args := append(append([]string{"tool", "pprof"}, view...), "-nodecount=15", p.file)
+			out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+			if err != nil {
+				fmt.Printf("\n%s: profile in %s (go tool pprof failed: %v)\n", p.what, p.file, err)
+				break
+			}
+			fmt.Printf("\n%s: `go tool pprof %s -nodecount=15 %s`\n\n```\n%s```\n",
+				p.what, strings.Join(view, " "), filepath.Base(p.file), out)
 		}
-		fmt.Printf("\n%s: `go tool pprof -top -nodecount=15 %s`\n\n```\n%s```\n", p.what, filepath.Base(p.file), out)
 	}
 	return nil
 }
