@@ -3,6 +3,8 @@ SHELL := bash
 GO ?= go
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
+# Extra flags for `make bench-peers` (see `go run ./cmd/peers -h` in integration/peers).
+PEERS_FLAGS ?=
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
 
@@ -43,7 +45,7 @@ bench-peers: ## asynq and River versus personaq (needs redis-server, postgresql;
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { echo "bench-peers: redis-server not found: apt-get install redis-server"; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || test -n "$$PERSONAQ_PG_BIN" || { echo "bench-peers: PostgreSQL server not found: apt-get install postgresql (or set PERSONAQ_PG_BIN)"; exit 1; }
 	@mkdir -p bin
-	cd integration/peers && $(GO) run ./cmd/peers -rounds 3 -cpuprofile $(CURDIR)/bin/peers-personaq.pprof
+	cd integration/peers && $(GO) run ./cmd/peers -cpuprofile $(CURDIR)/bin/peers-personaq.pprof $(PEERS_FLAGS)
 
 fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/
