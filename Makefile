@@ -3,10 +3,12 @@ SHELL := bash
 GO ?= go
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
+# Extra flags for `make bench-peers` (see `go run ./cmd/peers -h` in integration/peers).
+PEERS_FLAGS ?=
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
 
-.PHONY: help build test lint bench fuzz images integration tools clean screenshots
+.PHONY: help build test lint bench bench-peers fuzz images integration tools clean screenshots
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -23,6 +25,7 @@ lint: tools ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./integration/...
 	$(GOBIN)/staticcheck ./...
+	cd integration/peers && $(GO) vet ./... && $(GOBIN)/staticcheck ./...
 
 tools: ## install staticcheck from the Go module proxy
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -40,6 +43,12 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench=QuarantinePage -benchtime=20x -count=3 -timeout 30m ./consumers/console/
 	$(GO) test -run='^$$' -bench='^BenchmarkFlowLimiter$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkFlowCircuit$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+
+bench-peers: ## asynq and River versus personaq (needs redis-server, postgresql; ~10 min; BENCHMARKS.md)
+	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { echo "bench-peers: redis-server not found: apt-get install redis-server"; exit 1; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || test -n "$$PERSONAQ_PG_BIN" || { echo "bench-peers: PostgreSQL server not found: apt-get install postgresql (or set PERSONAQ_PG_BIN)"; exit 1; }
+	@mkdir -p bin
+	cd integration/peers && $(GO) run ./cmd/peers -cpuprofile $(CURDIR)/bin/peers-personaq.pprof $(PEERS_FLAGS)
 
 fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/
