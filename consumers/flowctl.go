@@ -358,10 +358,10 @@ func (f *personaFlow) pause(ctx context.Context, until time.Time) {
 
 // throttled handles a provider's 429 or 529 for a persona with a limiter:
 // the limiter cools down for every replica for as long as the provider
-// asked. The 429 that starts a cool-down is the attempt's failure (its
-// retry waits out the cool-down); one arriving during a cool-down is not
-// counted: the request is released until the cool-down ends. It reports
-// whether it released the request.
+// asked (or the cool-down running is extended), and the request is
+// released until it ends without counting an attempt. It reports whether
+// it released the request: false when the limiter could not be reached,
+// and the 429 is then an ordinary retryable failure.
 func (f *personaFlow) throttled(st *attemptState, wait time.Duration) bool {
 	if f.limiter == "" {
 		return false
