@@ -10,8 +10,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/personaq/personaq/schemas"
 	"github.com/rs/zerolog"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // maxBatch caps one pull request.

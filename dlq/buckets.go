@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/personaq/personaq/schemas"
 )
 
