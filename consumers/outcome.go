@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -71,14 +71,6 @@ func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 	return s.outputs, nil
 }
 
-// A write that ends a request finds no stream leader while a cluster fails
-// over (a few seconds): it is repeated for about that long, so completed
-// work is recorded after the failover instead of released and run again.
-const (
-	failoverRetryWait = 250 * time.Millisecond
-	failoverRetries   = 32
-)
-
 // create stores ev as the request's terminal record unless one exists.
 // It returns the record that stands and whether it is ev.
 func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
@@ -87,8 +79,11 @@ func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schem
 		return nil, false, fmt.Errorf("encode terminal record: %w", err)
 	}
 	msg := &nats.Msg{Subject: s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID), Data: data}
-	_, err = s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID)),
-		jetstream.WithRetryWait(failoverRetryWait), jetstream.WithRetryAttempts(failoverRetries))
+	// Repeated while a cluster fails over, so completed work is recorded
+	// after the failover instead of released and run again.
+	opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID))},
+		streams.WaitForLeader(streams.LeaderWait)...)
+	_, err = s.js.PublishMsg(ctx, msg, opts...)
 	if err == nil {
 		return ev, true, nil
 	}

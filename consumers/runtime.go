@@ -16,6 +16,7 @@ import (
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/saga"
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
@@ -149,7 +150,7 @@ func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
 	opts := append([]dlq.WriterOption{
 		dlq.WithDuplicateWindow(r.topo.DuplicateWindow),
 		dlq.WithIndexReplicas(r.topo.Replicas, r.topo.Storage), dlq.WithWriterLogger(&r.log),
-		dlq.WithLeaderWait(failoverRetries * failoverRetryWait),
+		dlq.WithLeaderWait(streams.LeaderWait),
 	}, extra...)
 	return dlq.NewWriter(r.js, r.topo.QuarantineSubject, opts...)
 }

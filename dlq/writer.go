@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -197,7 +198,7 @@ func (w *Writer) Put(ctx context.Context, rec *schemas.QuarantineRecord) (uint64
 	if out.SagaID != "" {
 		msg.Header.Set(schemas.HeaderSaga, out.SagaID)
 	}
-	ack, err := w.js.PublishMsg(ctx, msg, w.publishOpts()...)
+	ack, err := w.js.PublishMsg(ctx, msg, streams.WaitForLeader(w.leaderWait)...)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: record %s: %w", ErrWrite, rec.ID, err)
 	}
@@ -298,14 +299,4 @@ func fillLineage(rec *schemas.QuarantineRecord) {
 	}
 	n, _ := strconv.Atoi(h.Get(schemas.HeaderReplayCount))
 	rec.Lineage = &schemas.Lineage{ReplayOf: of, ReplayCount: max(n, 0), OriginalRequestID: h.Get(schemas.HeaderOriginalRequestID)}
-}
-
-// publishOpts repeat a record write while the stream has no leader, for
-// up to leaderWait.
-func (w *Writer) publishOpts() []jetstream.PublishOpt {
-	const every = 250 * time.Millisecond
-	if w.leaderWait <= 0 {
-		return nil
-	}
-	return []jetstream.PublishOpt{jetstream.WithRetryWait(every), jetstream.WithRetryAttempts(int(w.leaderWait / every))}
 }

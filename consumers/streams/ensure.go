@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -60,4 +61,19 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// LeaderWait is how long a write that ends a request waits for its stream
+// to have a leader: a cluster failing over has none for a few seconds.
+const LeaderWait = 8 * time.Second
+
+// WaitForLeader makes a publish repeat itself while the stream has no
+// leader (no responders), for up to d, instead of failing at once.
+// d <= 0: nats.go's default (about half a second).
+func WaitForLeader(d time.Duration) []jetstream.PublishOpt {
+	const every = 250 * time.Millisecond
+	if d <= 0 {
+		return nil
+	}
+	return []jetstream.PublishOpt{jetstream.WithRetryWait(every), jetstream.WithRetryAttempts(int(d / every))}
 }
