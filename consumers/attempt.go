@@ -82,17 +82,16 @@ func (r *Runtime) begin(msg *message.Message, st *attemptState) bool {
 // beginLeased calls Begin with the attempt's lease and, for a message older
 // than the ledger's data, JetStream's delivery count as the attempt floor.
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, bool) {
+	if st.delivery.Delivered > 1 {
+		// The ledger may have been wiped since the periodic check last read
+		// its epoch (every 2 s): read it before Begin, while the step the
+		// wipe emptied is still fresh and takes the floor. One round trip,
+		// on redeliveries only; an error here fails Begin too.
+		_ = r.refreshEpoch(ctx)
+	}
 	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
 	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
 		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
-	}
-	if err == nil && begun.Fresh && st.delivery.Delivered > 1 && r.floor(st.delivery) == 0 {
-		// The ledger may have been wiped since the epoch was last read.
-		if r.refreshEpoch(ctx) == nil && r.floor(st.delivery) > 0 {
-			st.lease = &attemptLease{l: begun.Lease}
-			r.finishUncounted(st, begun.Attempt)
-			begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
-		}
 	}
 	switch {
 	case err != nil:

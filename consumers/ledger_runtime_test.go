@@ -169,13 +169,16 @@ func TestRuntimeRedisOutageBurnsNoAttempt(t *testing.T) {
 	}), fastPolicy(2)))
 
 	require.Eventually(t, func() bool { return r.rt.Ready() == nil }, 10*time.Second, 20*time.Millisecond, "ready once bound")
-	rs.Stop()
+	// An outage in which Redis keeps its data (a hung server, a partition);
+	// one that loses it is a wipe: see TestRedeliveryAfterRedisWipeIsNotRerun.
+	rs.Freeze(t)
+	t.Cleanup(func() { rs.Thaw(t) })
 	req := h.publish("steady", "t-outage")
 	require.Eventually(t, func() bool { return errors.Is(r.rt.Ready(), ledger.ErrUnavailable) }, 10*time.Second, 20*time.Millisecond, "not ready while Redis is down")
 	require.Empty(t, c.forTask("t-outage"), "no attempt runs without the ledger")
 	require.EqualValues(t, 1, h.requestsLeft(), "the request is kept")
 
-	rs.Restart(t)
+	rs.Thaw(t)
 	ev := out.wait(t, req.RequestID, 30*time.Second)
 	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
 	require.Equal(t, 1, ev.Attempts, "the outage burned no attempt")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,6 +131,26 @@ func (r *Redis) Restart(tb testing.TB) {
 	r.Stop()
 	if err := r.start(); err != nil {
 		tb.Fatalf("testenv: restart: %v", err)
+	}
+}
+
+// Freeze stops the server process (SIGSTOP) without losing its data: an
+// outage in which the server keeps everything (a hung host, a partition).
+// Thaw resumes it.
+func (r *Redis) Freeze(tb testing.TB) { r.signal(tb, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (r *Redis) Thaw(tb testing.TB) { r.signal(tb, syscall.SIGCONT) }
+
+func (r *Redis) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		tb.Fatalf("testenv: %v: redis-server is not running", sig)
+	}
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("testenv: %v: %v", sig, err)
 	}
 }
 
