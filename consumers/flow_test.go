@@ -339,7 +339,9 @@ func TestFlowCoolingLimiterHoldsNothing(t *testing.T) {
 		<-ctx.Done() // holds its requests: in flight, runnable
 		return handlers.Result{}, ctx.Err()
 	}), fastPolicy(3))
-	_, err := lim.CoolDown(context.Background(), "provider-z", 3*time.Second)
+	// Long enough to outlast the checks below on a loaded machine (3 s did
+	// not always: the limited requests were pulled before they ran).
+	_, err := lim.CoolDown(context.Background(), "provider-z", 8*time.Second)
 	require.NoError(t, err)
 	h.startArmed(func(c *consumers.Config) { c.Limiter, c.Circuits, c.Observer = lim, circuits, obs },
 		func(rt *consumers.Runtime) { rt.SetBacklogInterval(50 * time.Millisecond) }, limited, free)
@@ -366,7 +368,7 @@ func TestFlowCoolingLimiterHoldsNothing(t *testing.T) {
 	calls, _, _, _ := prov.counts()
 	require.Zero(t, calls)
 	for _, req := range reqs {
-		ev := out.wait(t, req.RequestID, 15*time.Second)
+		ev := out.wait(t, req.RequestID, 25*time.Second)
 		require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
 		require.Equal(t, 1, ev.Attempts)
 	}
