@@ -11,6 +11,7 @@ import (
 
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -160,7 +161,7 @@ func (r *Runtime) callBegin(ctx context.Context, st *attemptState, floor int) (l
 // floor is the attempt floor of d: its delivery count when the ledger's
 // data is younger than the message (no request exceeds its maximum
 // attempts after a wipe; it may get fewer), else none.
-func (r *Runtime) floor(d *Delivery) int {
+func (r *Runtime) floor(d *transport.Delivery) int {
 	if d.Delivered > 1 && r.wipedSince(d) {
 		return int(d.Delivered)
 	}
@@ -353,7 +354,7 @@ func (r *Runtime) decideMiddleware(next message.HandlerFunc) message.HandlerFunc
 // lost while it ran: it was cancelled, another replica may run the request
 // now, and this delivery settles nothing.
 func (r *Runtime) leaseLost(msgCtx context.Context, st *attemptState) bool {
-	if !errors.Is(context.Cause(msgCtx), ErrLeaseLost) && !st.lease.isLost() && !st.delivery.claim.isLost() {
+	if !errors.Is(context.Cause(msgCtx), transport.ErrLeaseLost) && !st.lease.isLost() && !st.delivery.Lost() {
 		return false
 	}
 	st.verdict = verdictFenced
@@ -365,7 +366,7 @@ func (r *Runtime) leaseLost(msgCtx context.Context, st *attemptState) bool {
 // shuttingDown releases an attempt cut short by a graceful shutdown: it is
 // not the handler's failure, so it is not counted (STYLE lesson 7).
 func (r *Runtime) shuttingDown(msgCtx context.Context, st *attemptState) bool {
-	if st.err == nil || !errors.Is(context.Cause(msgCtx), ErrShuttingDown) {
+	if st.err == nil || !errors.Is(context.Cause(msgCtx), transport.ErrShuttingDown) {
 		return false
 	}
 	st.verdict, st.delay = verdictRelease, 0

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/handlers"
 )
 
@@ -129,7 +130,7 @@ func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool, mods ...fu
 	var seen, redelivered atomic.Int64
 	done := make(chan struct{})
 	h := handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
-		if d, ok := consumers.DeliveryFrom(ctx); req.Attempt > 1 || (ok && d.Delivered > 1) {
+		if d, ok := transport.DeliveryFrom(ctx); req.Attempt > 1 || (ok && d.Delivered > 1) {
 			redelivered.Add(1)
 		}
 		if seen.Add(1) == int64(n) {
@@ -434,7 +435,7 @@ func benchLatenessRound(b *testing.B, e *benchEnv, c benchLatenessCase) (latenes
 	done := make(chan struct{})
 	h := handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
 		now := time.Now()
-		d, _ := consumers.DeliveryFrom(ctx)
+		d, _ := transport.DeliveryFrom(ctx)
 		switch req.Attempt {
 		case 1:
 			returned.Store(d.Sequence, time.Now())
@@ -493,7 +494,7 @@ func benchLatenessRound(b *testing.B, e *benchEnv, c benchLatenessCase) (latenes
 			b.Errorf("stream seq %v: second attempt without a recorded first return or arrival", k)
 			return true
 		}
-		// A delay up to SubscriberConfig.HoldUnder is served by holding the
+		// A delay up to transport.Config.HoldUnder is served by holding the
 		// message and sending a plain Nak when due: no NakWithDelay is sent,
 		// so lateness counts from the handler's return (the stricter clock).
 		if !ok1 {
@@ -591,7 +592,7 @@ func benchSlowRound(b *testing.B, e *benchEnv, n int) benchSlowResult {
 	var started, finished, redelivered atomic.Int64
 	allStarted, allDone, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	h := handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
-		d, _ := consumers.DeliveryFrom(ctx)
+		d, _ := transport.DeliveryFrom(ctx)
 		if d.Delivered > 1 || req.Attempt > 1 {
 			redelivered.Add(1)
 		} else if started.Add(1) == int64(n) {

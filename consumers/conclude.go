@@ -7,6 +7,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -62,7 +63,7 @@ func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
 		msg.Ack()
 		return
 	}
-	AckWithTerm(msg, string(final.Reason))
+	transport.AckWithTerm(msg, string(final.Reason))
 }
 
 // concludedBefore catches a redelivery of a request whose terminal record

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -178,7 +179,7 @@ func TestSubscriberFetchesNoMoreThanFreeSlots(t *testing.T) {
 	spec := consumers.ConsumerSpec{Persona: "p", AckWait: 5 * time.Second, MaxAckPending: 100}
 	require.NoError(t, consumers.Provision(context.Background(), js, consumers.Topology{}, []consumers.ConsumerSpec{spec}))
 	publishN(t, js, "personaq.requests.p", 10)
-	sub, err := consumers.NewSubscriber(consumers.SubscriberConfig{JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 2, FetchMaxWait: 100 * time.Millisecond})
+	sub, err := transport.NewSubscriber(transport.Config{JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 2, FetchMaxWait: 100 * time.Millisecond})
 	require.NoError(t, err)
 	ch, err := sub.Subscribe(context.Background(), "p")
 	require.NoError(t, err)

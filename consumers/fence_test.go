@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -230,7 +231,7 @@ func TestSameRequestUnderTwoMessageIDsDoesNotRunTwiceAtOnce(t *testing.T) {
 }
 
 // A replica whose ledger stops answering cannot renew its leases: after
-// the lease time the attempt is cancelled (its handler sees ErrLeaseLost)
+// the lease time the attempt is cancelled (its handler sees transport.ErrLeaseLost)
 // and its delivery settles nothing; another replica finishes the request.
 func TestLeaseLostWhenTheLedgerStopsAnsweringCancelsTheAttempt(t *testing.T) {
 	t.Parallel()
@@ -254,7 +255,7 @@ func TestLeaseLostWhenTheLedgerStopsAnsweringCancelsTheAttempt(t *testing.T) {
 	<-blocked
 	led.cut.Store(true) // renewals fail from now on
 	require.Eventually(t, func() bool { return cause.Load() != nil }, 10*time.Second, 10*time.Millisecond)
-	require.ErrorIs(t, cause.Load().(error), consumers.ErrLeaseLost)
+	require.ErrorIs(t, cause.Load().(error), transport.ErrLeaseLost)
 
 	h.start(p)
 	ev := out.wait(t, req.RequestID, 15*time.Second)

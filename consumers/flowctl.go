@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/transport"
 )
 
 // FlowObserver is an Observer that also receives flow control's
@@ -84,7 +85,7 @@ func (r *Runtime) newPersonaFlow(p Persona, pr *personaRuntime) *personaFlow {
 }
 
 // gate is the persona's pull gate (nil interface without flow control).
-func (p *personaRuntime) gate() Gate {
+func (p *personaRuntime) gate() transport.Gate {
 	if p.flow == nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/transport"
 )
 
 // attemptLease is a running attempt's lease in the ledger, kept alive by
@@ -57,7 +58,7 @@ func (a *attemptLease) valid(now time.Time) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return !a.lost && now.Add(fenceMargin(a.ttl)).Before(a.deadline)
+	return !a.lost && now.Add(transport.FenceMargin(a.ttl)).Before(a.deadline)
 }
 
 func (a *attemptLease) renewed(sent time.Time) {
@@ -87,7 +88,7 @@ func (a *attemptLease) lose() bool {
 	}
 	a.lost = true
 	if a.cancel != nil {
-		a.cancel(ErrLeaseLost)
+		a.cancel(transport.ErrLeaseLost)
 	}
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -96,7 +97,7 @@ func (r *Runtime) refreshEpoch(ctx context.Context) error {
 
 // wipedSince reports whether the ledger's data set is younger than d's
 // message: the ledger may have forgotten attempts of it.
-func (r *Runtime) wipedSince(d *Delivery) bool {
+func (r *Runtime) wipedSince(d *transport.Delivery) bool {
 	e := r.epoch.Load()
 	return e != 0 && d.Published.UnixMilli() < e
 }

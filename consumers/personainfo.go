@@ -102,7 +102,7 @@ func LookupPersona(ctx context.Context, js jetstream.JetStream, t Topology, pers
 	t = t.WithDefaults()
 	c, err := js.Consumer(ctx, t.RequestsStream, Durable(persona))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		known, lerr := ServedPersonas(ctx, js, t)
+		known, lerr := servedPersonas(ctx, js, t)
 		if lerr != nil {
 			return PersonaInfo{}, fmt.Errorf("%w: %q (and listing the served ones failed: %w)", ErrUnknownPersona, persona, lerr)
 		}
@@ -114,8 +114,8 @@ func LookupPersona(ctx context.Context, js jetstream.JetStream, t Topology, pers
 	return parsePersonaInfo(persona, c.CachedInfo().Config.Metadata)
 }
 
-// ServedPersonas lists the personas that have a durable consumer, sorted.
-func ServedPersonas(ctx context.Context, js jetstream.JetStream, t Topology) ([]string, error) {
+// servedPersonas lists the personas that have a durable consumer, sorted.
+func servedPersonas(ctx context.Context, js jetstream.JetStream, t Topology) ([]string, error) {
 	t = t.WithDefaults()
 	s, err := js.Stream(ctx, t.RequestsStream)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -335,7 +336,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	return err
 }
 
-func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
+func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 	drain := r.cfg.DrainTimeout
 	if drain == 0 {
 		drain = 30 * time.Second
@@ -344,13 +345,13 @@ func (r *Runtime) router() (*message.Router, []*Subscriber, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var subs []*Subscriber
+	var subs []*transport.Subscriber
 	router.AddMiddleware(r.traceMiddleware, r.settleMiddleware, r.decodeMiddleware, r.flowMiddleware, r.ledgerMiddleware, r.decideMiddleware)
 	for _, p := range r.personas {
-		sub, err := NewSubscriber(SubscriberConfig{
+		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
-			StaleSettle: r.countStale, frozen: &r.frozen, Gate: p.gate(),
+			StaleSettle: r.countStale, Frozen: &r.frozen, Gate: p.gate(),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -26,18 +27,18 @@ func (r *Runtime) settleMiddleware(next message.HandlerFunc) message.HandlerFunc
 		st, err := r.newState(msg)
 		if err != nil {
 			r.log.Error().Err(err).Str("message", msg.UUID).Msg("cannot route message; releasing")
-			NackWithDelay(msg, faultDelay)
+			transport.NackWithDelay(msg, faultDelay)
 			return nil, nil
 		}
 		defer func() {
 			if p := recover(); p != nil {
 				st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("personaq pipeline panicked; message released")
-				NackWithDelay(msg, faultDelay)
+				transport.NackWithDelay(msg, faultDelay)
 			}
 		}()
 		if _, err := next(msg); err != nil {
 			st.log.Error().Err(err).Msg("pipeline error; message released")
-			NackWithDelay(msg, faultDelay)
+			transport.NackWithDelay(msg, faultDelay)
 			return nil, nil
 		}
 		r.tracedApply(msg, st)
@@ -46,7 +47,7 @@ func (r *Runtime) settleMiddleware(next message.HandlerFunc) message.HandlerFunc
 }
 
 func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
-	d, ok := DeliveryFrom(msg.Context())
+	d, ok := transport.DeliveryFrom(msg.Context())
 	if !ok {
 		return nil, fmt.Errorf("message %s has no JetStream delivery", msg.UUID)
 	}
@@ -71,25 +72,25 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 // whose claim on the message lapsed, settles nothing (stale settle refused).
 func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 	if st.verdict == verdictFenced || r.stale(st, verdictOp(st.verdict)) {
-		ReleaseFenced(msg)
+		transport.ReleaseFenced(msg)
 		return
 	}
 	switch st.verdict {
 	case verdictAck:
 		if st.final == nil && r.conclude(st, schemas.OutcomeSucceeded, 0) != nil {
-			NackWithDelay(msg, faultDelay)
+			transport.NackWithDelay(msg, faultDelay)
 			return
 		}
 		r.settleFinal(msg, st)
 	case verdictSettled:
 		r.settleFinal(msg, st)
 	case verdictRetry, verdictRelease:
-		NackWithDelay(msg, st.delay)
+		transport.NackWithDelay(msg, st.delay)
 	case verdictQuarantine:
 		r.quarantine(msg, st)
 	default:
 		st.log.Error().Msg("pipeline reached no verdict; message released")
-		NackWithDelay(msg, faultDelay)
+		transport.NackWithDelay(msg, faultDelay)
 	}
 }
 
@@ -112,27 +113,27 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 		}
 	}
 	if r.stale(st, "quarantine record") {
-		ReleaseFenced(msg)
+		transport.ReleaseFenced(msg)
 		return
 	}
 	rec, seq, fresh, err := r.storeRecord(ctx, msg, st)
 	if errors.Is(err, errSimulatedCrash) {
-		ReleaseFenced(msg) // test hook: the record is published, its index entry is not
+		transport.ReleaseFenced(msg) // test hook: the record is published, its index entry is not
 		return
 	}
 	if err != nil {
-		NackWithDelay(msg, faultDelay)
+		transport.NackWithDelay(msg, faultDelay)
 		return
 	}
 	if r.crashed(msg, st, stepRecordIndexed) {
 		return
 	}
 	if r.stale(st, "terminal record") {
-		ReleaseFenced(msg) // the record stays; a redelivery finds it (quarantinedBefore)
+		transport.ReleaseFenced(msg) // the record stays; a redelivery finds it (quarantinedBefore)
 		return
 	}
 	if err := r.conclude(st, outcomeFor(rec.Reason), seq); err != nil {
-		NackWithDelay(msg, faultDelay)
+		transport.NackWithDelay(msg, faultDelay)
 		return
 	}
 	if fresh && st.final.QuarantineSeq != seq {
@@ -176,7 +177,7 @@ func (r *Runtime) crashed(msg *message.Message, st *attemptState, step quarantin
 		return false
 	}
 	st.log.Warn().Int("step", int(step)).Msg("test hook: simulated crash in the quarantine path; delivery abandoned unsettled")
-	ReleaseFenced(msg)
+	transport.ReleaseFenced(msg)
 	return true
 }
 
@@ -193,7 +194,7 @@ func (r *Runtime) crashAfterPublish() error {
 // this delivery still holds it.
 func (r *Runtime) settleFinal(msg *message.Message, st *attemptState) {
 	if r.stale(st, verdictOp(verdictSettled)) {
-		ReleaseFenced(msg)
+		transport.ReleaseFenced(msg)
 		return
 	}
 	settleFinal(msg, st.final)
@@ -203,12 +204,11 @@ func (r *Runtime) settleFinal(msg *message.Message, st *attemptState) {
 // attempt's lease, or its claim on the message, lapsed. A refused settle
 // is logged and counted, and the verdict becomes verdictFenced.
 func (r *Runtime) stale(st *attemptState, op string) bool {
-	now := time.Now()
-	if st.delivery.claim.held(now) && st.lease.valid(now) {
+	if st.delivery.Held() && st.lease.valid(time.Now()) {
 		return false
 	}
 	st.lease.lose()
-	st.delivery.claim.lose(ErrLeaseLost)
+	st.delivery.Fence()
 	r.refuseStale(st, op)
 	return true
 }

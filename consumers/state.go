@@ -7,6 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -37,7 +38,7 @@ const (
 // attemptState travels with one message through the middleware chain.
 type attemptState struct {
 	persona  *personaRuntime
-	delivery *Delivery
+	delivery *transport.Delivery
 	log      zerolog.Logger
 	started  time.Time
 

@@ -168,4 +168,4 @@ func plainKey(s string) bool {
 }
 
 // Durable is the name of the durable consumer all replicas share for persona.
-func Durable(persona string) string { return "personaq-" + persona }
+func Durable(persona string) string { return schemas.Durable(persona) }

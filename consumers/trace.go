@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 )
 
@@ -23,7 +24,7 @@ import (
 // sampled) nothing else is done: the incoming context is still passed on.
 func (r *Runtime) traceMiddleware(next message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		d, ok := DeliveryFrom(msg.Context())
+		d, ok := transport.DeliveryFrom(msg.Context())
 		if !ok {
 			return next(msg)
 		}
@@ -42,7 +43,7 @@ func (r *Runtime) traceMiddleware(next message.HandlerFunc) message.HandlerFunc 
 	}
 }
 
-func messageID(d *Delivery) string {
+func messageID(d *transport.Delivery) string {
 	if d.Msg == nil {
 		return ""
 	}
@@ -133,12 +134,12 @@ func (r *Runtime) tracedApply(msg *message.Message, st *attemptState) {
 // settleAttributes reads the settle apply made from the message itself.
 func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyValue {
 	subject := st.delivery.Subject
-	if msg.Metadata.Get(MetaFenced) != "" {
+	if msg.Metadata.Get(transport.MetaFenced) != "" {
 		return append(tracing.SettleAttributes(subject, "none"), tracing.Disposition.String("fenced"))
 	}
 	select {
 	case <-msg.Acked():
-		if reason := msg.Metadata.Get(MetaTermReason); reason != "" {
+		if reason := msg.Metadata.Get(transport.MetaTermReason); reason != "" {
 			a := append(tracing.SettleAttributes(subject, "term"), tracing.Disposition.String("quarantine"), tracing.Reason.String(reason))
 			if st.final != nil {
 				a = append(a, tracing.Outcome.String(string(st.final.Outcome)), tracing.QuarantineSeq.Int64(int64(st.final.QuarantineSeq)))
@@ -153,5 +154,5 @@ func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyVal
 		disp = "retry"
 	}
 	return append(tracing.SettleAttributes(subject, "nak"), tracing.Disposition.String(disp),
-		tracing.Seconds(tracing.NextDelay, nakDelay(msg, time.Now())))
+		tracing.Seconds(tracing.NextDelay, transport.NakDelay(msg, time.Now())))
 }

@@ -34,7 +34,7 @@ func UnservedRequests(ctx context.Context, js jetstream.JetStream, t Topology) (
 	if err != nil {
 		return nil, fmt.Errorf("requests stream %s: %w", t.RequestsStream, err)
 	}
-	served, err := ServedPersonas(ctx, js, t)
+	served, err := servedPersonas(ctx, js, t)
 	if err != nil {
 		return nil, err
 	}

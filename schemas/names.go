@@ -46,6 +46,10 @@ const (
 	DefaultSagaBucket = "personaq_sagas"
 )
 
+// Durable is the durable consumer of a persona's requests, shared by every
+// replica serving it.
+func Durable(persona string) string { return "personaq-" + persona }
+
 // Message headers personaq reads or writes.
 const (
 	// HeaderCorrelationID carries the orchestrator's correlation id; the

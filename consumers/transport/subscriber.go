@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/personaq/personaq/schemas"
 )
 
-// SubscriberConfig configures a Subscriber.
-type SubscriberConfig struct {
+// Config configures a Subscriber.
+type Config struct {
 	// JetStream is the client. Required.
 	JetStream jetstream.JetStream
 	// Stream holds the consumers subscribed to. Required.
@@ -47,8 +49,13 @@ type SubscriberConfig struct {
 	// decide alone).
 	Gate Gate
 
-	// frozen (a Runtime's test hook) suppresses heartbeats and fetches while set.
-	frozen *atomic.Bool
+	// Consumer names the durable consumer a topic binds to. Default:
+	// schemas.Durable (a persona's shared durable).
+	Consumer func(topic string) string
+	// Frozen, while set, suppresses heartbeats and fetches: what a process
+	// stopped by SIGSTOP or a long pause looks like to the server and the
+	// other replicas, while its work runs on (fault tests). Default: none.
+	Frozen *atomic.Bool
 }
 
 // Gate admits a subscription's pulls: a rate limiter, an open circuit.
@@ -60,7 +67,7 @@ type Gate interface {
 	Unused(ctx context.Context, n int)
 }
 
-func (c SubscriberConfig) withDefaults() SubscriberConfig {
+func (c Config) withDefaults() Config {
 	if c.Slots == 0 {
 		c.Slots = 16
 	}
@@ -73,6 +80,9 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	if c.HoldUnder == 0 {
 		c.HoldUnder = 5 * time.Second
 	}
+	if c.Consumer == nil {
+		c.Consumer = schemas.Durable
+	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
 		c.Logger = &nop
@@ -80,7 +90,7 @@ func (c SubscriberConfig) withDefaults() SubscriberConfig {
 	return c
 }
 
-func (c SubscriberConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.JetStream == nil:
 		return fmt.Errorf("%w: subscriber.jetstream: required", ErrInvalidConfig)
@@ -94,12 +104,12 @@ func (c SubscriberConfig) validate() error {
 
 // Subscriber is a watermill message.Subscriber on a JetStream durable pull
 // consumer. The topic is a persona; it binds to the durable
-// Durable(persona), which Provision created.
+// Config.Consumer(topic) (by default the persona's durable), which must exist.
 //
 // Ack → DoubleAck (or TermWithReason when MetaTermReason is set); Nack →
 // NakWithDelay with watermill's delay metadata, or Nak without it.
 type Subscriber struct {
-	cfg SubscriberConfig
+	cfg Config
 
 	mu     sync.Mutex
 	subs   []*subscription
@@ -107,7 +117,7 @@ type Subscriber struct {
 }
 
 // NewSubscriber validates cfg and returns a Subscriber.
-func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
+func NewSubscriber(cfg Config) (*Subscriber, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -122,9 +132,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if s.closed {
 		return nil, ErrClosed
 	}
-	cons, err := s.cfg.JetStream.Consumer(ctx, s.cfg.Stream, Durable(topic))
+	cons, err := s.cfg.JetStream.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer(topic))
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: consumer %s on stream %s: %w", topic, Durable(topic), s.cfg.Stream, err)
+		return nil, fmt.Errorf("subscribe %s: consumer %s on stream %s: %w", topic, s.cfg.Consumer(topic), s.cfg.Stream, err)
 	}
 	sub := newSubscription(s.cfg, topic, cons)
 	s.subs = append(s.subs, sub)

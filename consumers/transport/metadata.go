@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"time"
@@ -41,9 +41,10 @@ func AckWithTerm(msg *message.Message, reason string) bool {
 	return msg.Ack()
 }
 
-// nakDelay reads watermill's delay metadata. DelayedForKey keeps the full
+// NakDelay reads the redelivery delay NackWithDelay set on msg (watermill's
+// delay metadata). DelayedForKey keeps the full
 // precision; DelayedUntilKey is RFC 3339 (whole seconds) and only a fallback.
-func nakDelay(msg *message.Message, now time.Time) time.Duration {
+func NakDelay(msg *message.Message, now time.Time) time.Duration {
 	if s := msg.Metadata.Get(delay.DelayedForKey); s != "" {
 		if d, err := time.ParseDuration(s); err == nil {
 			return max(d, 0)

@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const maxBatch = 256
 
 // subscription is one topic's fetch loop, worker slots, heartbeats and drain.
 type subscription struct {
-	cfg   SubscriberConfig
+	cfg   Config
 	topic string
 	cons  jetstream.Consumer
 	log   zerolog.Logger
@@ -45,7 +45,7 @@ type subscription struct {
 	closeOnce sync.Once
 }
 
-func newSubscription(cfg SubscriberConfig, topic string, cons jetstream.Consumer) *subscription {
+func newSubscription(cfg Config, topic string, cons jetstream.Consumer) *subscription {
 	s := &subscription{
 		cfg: cfg, topic: topic, cons: cons,
 		log:       cfg.Logger.With().Str("persona", topic).Logger(),
@@ -86,7 +86,7 @@ func (s *subscription) fetchLoop() {
 		if n == 0 {
 			return
 		}
-		if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+		if s.cfg.Frozen != nil && s.cfg.Frozen.Load() {
 			s.release(n)
 			s.pause(s.cfg.FetchMaxWait)
 			continue
@@ -327,7 +327,7 @@ func (s *subscription) ack(wm *message.Message, m jetstream.Msg, c *claim) {
 }
 
 func (s *subscription) nak(wm *message.Message, m jetstream.Msg, c *claim) {
-	d := nakDelay(wm, time.Now())
+	d := NakDelay(wm, time.Now())
 	if d > 0 && d <= s.cfg.HoldUnder {
 		s.holds.hold(s, m, c, d)
 		return

@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"sync"
@@ -74,7 +74,7 @@ func (s *subscription) heartbeatLoop() {
 }
 
 func (s *subscription) beatAll() {
-	if s.cfg.frozen != nil && s.cfg.frozen.Load() {
+	if s.cfg.Frozen != nil && s.cfg.Frozen.Load() {
 		return
 	}
 	for _, e := range s.inflight.snapshot() {

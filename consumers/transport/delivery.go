@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Delivery is the JetStream side of a watermill message: what middleware
-// needs to know about where the message came from.
+// Delivery is the JetStream side of a watermill message: where it came
+// from, how often it was delivered, and this replica's claim on it.
 type Delivery struct {
 	Msg      jetstream.Msg
 	Stream   string
@@ -31,6 +31,16 @@ type Delivery struct {
 // and nothing fenced it. Settling a delivery no longer held could end
 // another replica's delivery of the same message.
 func (d *Delivery) Held() bool { return d.claim.held(time.Now()) }
+
+// Lost reports whether the claim was lost (lapsed or fenced), as opposed
+// to merely running short.
+func (d *Delivery) Lost() bool { return d.claim.isLost() }
+
+// Fence gives the claim up: the message's context is cancelled with
+// ErrLeaseLost and every later settle of it is refused. For work that lost
+// its lease elsewhere (the ledger's): its message belongs to whoever holds
+// the work now.
+func (d *Delivery) Fence() { d.claim.lose(ErrLeaseLost) }
 
 type deliveryKey struct{}
 

@@ -1,4 +1,4 @@
-package consumers
+package transport
 
 import (
 	"context"
@@ -26,9 +26,10 @@ func newClaim(ackWait time.Duration, received time.Time, cancel context.CancelCa
 	return &claim{ackWait: ackWait, beat: received, cancel: cancel}
 }
 
-// fenceMargin is how much of a lease must be left for a settle to go out:
-// the send itself, scheduling and clock granularity fit in it.
-func fenceMargin(ttl time.Duration) time.Duration { return ttl / 5 }
+// FenceMargin is how much of a claim (or of any lease fenced the same
+// way) must be left for a settle to go out: the send itself, scheduling
+// and clock granularity fit in it.
+func FenceMargin(ttl time.Duration) time.Duration { return ttl / 5 }
 
 // held reports whether the claim is live at now: not lost, and the last
 // heartbeat recent enough that the server has not redelivered.
@@ -45,7 +46,7 @@ func (c *claim) heldLocked(now time.Time) bool {
 	if c.lost || c.ackWait <= 0 {
 		return !c.lost
 	}
-	return now.Sub(c.beat) < c.ackWait-fenceMargin(c.ackWait)
+	return now.Sub(c.beat) < c.ackWait-FenceMargin(c.ackWait)
 }
 
 // beatDue reports whether a heartbeat should be sent at now; false and the

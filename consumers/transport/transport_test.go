@@ -1,4 +1,4 @@
-package consumers_test
+package transport_test
 
 import (
 	"context"
@@ -10,16 +10,43 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/integration/testenv"
 )
 
-// transport provisions one persona's consumer and returns a subscriber on it.
-func transport(t *testing.T, persona string, fetchWait time.Duration) (*harness, *consumers.Subscriber) {
+// harness is an in-process JetStream server with personaq's streams.
+type harness struct {
+	t    *testing.T
+	js   jetstream.JetStream
+	topo consumers.Topology
+}
+
+func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := newHarness(t, false)
+	n := testenv.StartNATS(t)
+	h := &harness{t: t, js: n.JetStream(t), topo: consumers.Topology{}.WithDefaults()}
+	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, nil))
+	return h
+}
+
+// requestsLeft is how many messages the requests stream holds.
+func (h *harness) requestsLeft() uint64 {
+	h.t.Helper()
+	s, err := h.js.Stream(context.Background(), h.topo.RequestsStream)
+	require.NoError(h.t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(h.t, err)
+	return info.State.Msgs
+}
+
+// subscriber provisions one persona's consumer and returns a subscriber on it.
+func subscriber(t *testing.T, persona string, fetchWait time.Duration) (*harness, *transport.Subscriber) {
+	t.Helper()
+	h := newHarness(t)
 	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{
 		{Persona: persona, AckWait: 5 * time.Second, MaxAckPending: 16},
 	}))
-	sub, err := consumers.NewSubscriber(consumers.SubscriberConfig{
+	sub, err := transport.NewSubscriber(transport.Config{
 		JetStream: h.js, Stream: h.topo.RequestsStream, Slots: 4, FetchMaxWait: fetchWait, DrainTimeout: time.Second,
 	})
 	require.NoError(t, err)
@@ -43,10 +70,10 @@ func receive(t *testing.T, ch <-chan *message.Message) *message.Message {
 // once it is settled.
 func TestTransportKeepsTheUUIDAndEndsTheContextOnSettle(t *testing.T) {
 	t.Parallel()
-	h, sub := transport(t, "uuid", 200*time.Millisecond)
+	h, sub := subscriber(t, "uuid", 200*time.Millisecond)
 	ch, err := sub.Subscribe(context.Background(), "uuid")
 	require.NoError(t, err)
-	pub := consumers.NewPublisher(h.js)
+	pub := transport.NewPublisher(h.js)
 	require.NoError(t, pub.Publish(h.topo.RequestSubject("uuid"), message.NewMessage("uuid-1", []byte(`{}`))))
 
 	first := receive(t, ch)
@@ -57,7 +84,7 @@ func TestTransportKeepsTheUUIDAndEndsTheContextOnSettle(t *testing.T) {
 
 	again := receive(t, ch)
 	require.Equal(t, "uuid-1", again.UUID, "stable across redeliveries")
-	d, ok := consumers.DeliveryFrom(again.Context())
+	d, ok := transport.DeliveryFrom(again.Context())
 	require.True(t, ok)
 	require.EqualValues(t, 2, d.Delivered)
 	again.Ack()
@@ -69,11 +96,11 @@ func TestTransportKeepsTheUUIDAndEndsTheContextOnSettle(t *testing.T) {
 // UUID on another topic (a forwarded message) is stored, not dropped.
 func TestPublisherReportsDuplicatesAndScopesIDsByTopic(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, false)
-	pub := consumers.NewPublisher(h.js)
+	h := newHarness(t)
+	pub := transport.NewPublisher(h.js)
 	one, other := h.topo.RequestSubject("dup-a"), h.topo.RequestSubject("dup-b")
 	require.NoError(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))))
-	require.ErrorIs(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))), consumers.ErrDuplicate)
+	require.ErrorIs(t, pub.Publish(one, message.NewMessage("same", []byte(`1`))), transport.ErrDuplicate)
 	require.NoError(t, pub.Publish(other, message.NewMessage("same", []byte(`1`))), "another topic is another message")
 	require.EqualValues(t, 2, h.requestsLeft())
 }
@@ -84,8 +111,8 @@ func TestPublisherReportsDuplicatesAndScopesIDsByTopic(t *testing.T) {
 // message forwarded twice to one subject is reported.
 func TestForwardedMessageGetsItsOwnID(t *testing.T) {
 	t.Parallel()
-	h, sub := transport(t, "fwd-src", 200*time.Millisecond)
-	pub := consumers.NewPublisher(h.js)
+	h, sub := subscriber(t, "fwd-src", 200*time.Millisecond)
+	pub := transport.NewPublisher(h.js)
 	src, dst := h.topo.RequestSubject("fwd-src"), h.topo.RequestSubject("fwd-dst")
 	msgs, err := sub.Subscribe(context.Background(), "fwd-src")
 	require.NoError(t, err)
@@ -94,7 +121,7 @@ func TestForwardedMessageGetsItsOwnID(t *testing.T) {
 	require.Equal(t, "fwd-uuid", got.UUID)
 	require.Empty(t, got.Metadata.Get(jetstream.MsgIDHeader), "the stored message's id stays with it")
 	require.NoError(t, pub.Publish(dst, got), "a forward is a message of its own")
-	require.ErrorIs(t, pub.Publish(dst, got), consumers.ErrDuplicate, "the same forward twice is reported")
+	require.ErrorIs(t, pub.Publish(dst, got), transport.ErrDuplicate, "the same forward twice is reported")
 	got.Ack()
 	require.Eventually(t, func() bool { return h.requestsLeft() == 1 }, 5*time.Second, 5*time.Millisecond)
 }
@@ -104,7 +131,7 @@ func TestForwardedMessageGetsItsOwnID(t *testing.T) {
 func TestSubscriberCloseReturnsWithinOneFetchWait(t *testing.T) {
 	t.Parallel()
 	const wait = time.Second
-	_, sub := transport(t, "close", wait)
+	_, sub := subscriber(t, "close", wait)
 	_, err := sub.Subscribe(context.Background(), "close")
 	require.NoError(t, err)
 	t0 := time.Now()

@@ -1,0 +1,34 @@
+// Package transport adapts a JetStream durable pull consumer to watermill:
+// Subscriber is a message.Subscriber whose topic is a persona, Publisher a
+// message.Publisher that deduplicates by Nats-Msg-Id and reports what the
+// server dropped.
+//
+// A subscription fetches at most as many messages as it has free slots
+// (Config.Slots), so no message waits in a client buffer while its AckWait
+// clock runs, and it heartbeats (InProgress) every message it holds, from
+// receipt until it is settled. Each delivery carries a Delivery in its
+// context (DeliveryFrom): the stream sequence, the delivery count, and this
+// replica's claim on the message. A claim whose heartbeats were overdue is
+// lost: the server may have handed the message to another replica, and
+// since settles are matched by stream sequence alone, a lost claim settles
+// nothing (ErrLeaseLost).
+//
+// How a watermill settle becomes a JetStream one:
+//
+//	Ack                  → DoubleAck (confirmed by the server)
+//	AckWithTerm(reason)  → TermWithReason
+//	NackWithDelay(d ≤ Config.HoldUnder)
+//	                     → held by this replica, heartbeated, then a plain
+//	                       Nak when due: nats-server re-arms its redelivery
+//	                       timer on every nak, so under a steady stream of
+//	                       naks a NakWithDelay comes back late
+//	NackWithDelay(d > Config.HoldUnder)
+//	                     → NakWithDelay(d)
+//	Nack                 → Nak (redelivered at once)
+//	ReleaseFenced        → nothing: the message is left to the server
+//
+// Every settle is sent as a request and repeated until the server confirms
+// it or the claim runs out. Close drains: in-flight messages get
+// Config.DrainTimeout to finish, then their contexts are cancelled with
+// ErrShuttingDown and they are released.
+package transport
