@@ -22,7 +22,7 @@ func (r *Runtime) attemptStarted(st *attemptState) {
 }
 
 // attemptFailed reports a failed attempt and what the decision made of it.
-func (r *Runtime) attemptFailed(st *attemptState) {
+func (r *Runtime) attemptFailed(st *attemptState, d retry.Decision) {
 	if r.cfg.NoAttemptEvents || !st.attempt.Class.Failed() {
 		return
 	}
@@ -33,7 +33,7 @@ func (r *Runtime) attemptFailed(st *attemptState) {
 		ev.Progress = &schemas.Progress{Completed: a.Progress.Completed, Total: a.Progress.Total}
 	}
 	ev.Usage = a.Usage.Record()
-	if d := st.decision; d.Action == retry.ActionRetry {
+	if d.Action == retry.ActionRetry {
 		ev.NextAttempt, ev.NextAgent, ev.NextDelayMs = d.NextAttempt, st.agentFor(d.Role), d.Delay.Milliseconds()
 	}
 	r.publishAttempt(st, ev)

@@ -17,14 +17,14 @@ import (
 const settleTimeout = 10 * time.Second
 
 // conclude stores the request's terminal record (and a large output) and
-// sets st.final to the record that stands: ours, or the one an earlier
+// sets end.final to the record that stands: ours, or the one an earlier
 // delivery or another replica wrote first, which is never overwritten.
-func (r *Runtime) conclude(st *attemptState, outcome schemas.Outcome, qseq uint64) error {
+func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcome, qseq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	ev := r.outcomeEvent(st, outcome, qseq)
+	ev := r.outcomeEvent(st, *end, outcome, qseq)
 	if outcome == schemas.OutcomeSucceeded {
-		if err := r.outcomes.keepOutput(ctx, ev, st.result.Output); err != nil {
+		if err := r.outcomes.keepOutput(ctx, ev, end.output); err != nil {
 			st.log.Error().Err(err).Msg("persona output not stored; message will be redelivered")
 			return err
 		}
@@ -34,7 +34,7 @@ func (r *Runtime) conclude(st *attemptState, outcome schemas.Outcome, qseq uint6
 		st.log.Error().Err(err).Msg("terminal record not stored; message will be redelivered")
 		return err
 	}
-	st.final = final
+	end.final = final
 	if won {
 		r.obs.Outcome(st.persona.name, final.Outcome, final.Reason)
 		return nil
@@ -66,35 +66,6 @@ func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
 	transport.AckWithTerm(msg, string(final.Reason))
 }
 
-// concludedBefore catches a redelivery of a request whose terminal record
-// exists (its worker died after writing it, or Redis lost the ledger): it
-// is settled the way the record says, without running the handler again.
-// Only redeliveries pay for the lookup.
-func (r *Runtime) concludedBefore(ctx context.Context, st *attemptState) bool {
-	if st.delivery.Delivered < 2 || st.req == nil {
-		return false
-	}
-	return r.settledByRecord(ctx, st)
-}
-
-// settledByRecord settles st the way the request's terminal record says,
-// when it has one.
-func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) bool {
-	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	final, err := r.outcomes.Lookup(lctx, st.req.RequestID)
-	if err != nil {
-		if err != ErrNoOutcome {
-			st.log.Warn().Err(err).Msg("terminal record lookup failed; running the attempt")
-		}
-		return false
-	}
-	st.final, st.verdict = final, verdictSettled
-	st.log.Info().Str("outcome", string(final.Outcome)).Int("attempts", final.Attempts).
-		Msg("redelivery of a request that already has its terminal record; settled without running the handler")
-	return true
-}
-
 // outcomeKey identifies the request a record belongs to: its request id,
 // or where it was stored when it never decoded.
 func outcomeKey(st *attemptState) string {
@@ -104,18 +75,18 @@ func outcomeKey(st *attemptState) string {
 	return st.delivery.Stream + "." + strconv.FormatUint(st.delivery.Sequence, 10)
 }
 
-func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq uint64) *schemas.OutcomeEvent {
+func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Outcome, qseq uint64) *schemas.OutcomeEvent {
 	ev := &schemas.OutcomeEvent{
 		SchemaVersion: schemas.Version, Outcome: outcome, Persona: st.persona.name,
-		Reason: schemas.Reason(st.decision.Reason), Detail: st.decision.Detail, Attempts: st.attempt.Number,
+		Reason: end.decision.Reason, Detail: end.decision.Detail, Attempts: st.attempt.Number,
 		Agent: st.attempt.Agent, CorrelationID: st.corrID, QuarantineSeq: qseq,
 		DurationMs: r.now().Sub(st.started).Milliseconds(), At: r.now().UTC(), LastError: st.attempt.Error,
 		RequestID: outcomeKey(st), TaskID: "unknown", Step: "unknown",
 	}
-	if st.stored != nil {
-		ev.Reason, ev.Attempts, ev.Detail = st.stored.Reason, st.stored.Attempts, st.stored.Detail
+	if end.stored != nil {
+		ev.Reason, ev.Attempts, ev.Detail = end.stored.Reason, end.stored.Attempts, end.stored.Detail
 	}
-	ev.Blocked = st.decision.Blocked || ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
+	ev.Blocked = end.decision.Blocked || ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
 		if !st.req.CreatedAt.IsZero() {
@@ -126,8 +97,8 @@ func (r *Runtime) outcomeEvent(st *attemptState, outcome schemas.Outcome, qseq u
 		ev.Progress = &schemas.Progress{Completed: p.Completed, Total: p.Total}
 	}
 	ev.Usage = st.spent().Record()
-	if st.stored != nil { // quarantined by an earlier delivery: its record has the history
-		ev.Usage = st.stored.Usage
+	if end.stored != nil { // quarantined by an earlier delivery: its record has the history
+		ev.Usage = end.stored.Usage
 	}
 	return ev
 }

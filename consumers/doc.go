@@ -1,16 +1,28 @@
 // Package consumers is personaq's JetStream runtime: it provisions the
-// streams and per-persona durable consumers, adapts nats.go's jetstream pull
-// API to a watermill message.Subscriber, and runs persona handlers through a
-// watermill Router whose middleware classifies each attempt, asks the retry
-// package what to do, and settles the message:
+// streams and per-persona durable consumers and runs persona handlers on
+// the messages a transport.Subscriber delivers through a watermill Router.
 //
-//	succeeded           → DoubleAck (confirmed), outcome event
-//	retry after D       → NakWithDelay(D) (watermill Nack with delay metadata)
-//	quarantine/defer/…  → record stored on the quarantine stream, then Term
-//	shutdown mid-attempt→ Nak without delay, attempt not counted
+// One delivery runs top to bottom in Runtime.process, as stages that each
+// either pass it on or return how it ends: decode, admit (flow control),
+// begin (the ledger numbers and leases the attempt), invoke (the handler,
+// under its timeout), decide (retry.Decide), finish (terminal record of a
+// success, the attempt recorded), settle. Settle is the only place a
+// message is settled:
 //
-// Concurrency comes from our own worker slots, not from Consume's callback
-// (which runs on one goroutine): the subscriber fetches at most as many
+//	succeeded             → terminal record, then DoubleAck (confirmed)
+//	retry after D ≤ 5s    → held by this replica (heartbeated), plain Nak when due
+//	retry after D > 5s    → NakWithDelay(D)
+//	quarantine/defer/…    → quarantine record, terminal record, then Term
+//	released (shutdown,   → Nak after a delay, attempt not counted
+//	  ledger down, flow)
+//	lease lost            → nothing: the message is left to the server
+//
+// Short delays are held because nats-server re-arms its redelivery timer
+// on every nak: under a steady stream of naks a NakWithDelay comes back
+// late. A held retry runs on the replica that held it.
+//
+// Concurrency comes from the subscriber's worker slots, not from Consume's
+// callback (which runs on one goroutine): it fetches at most as many
 // messages as it has free slots, so no message waits in a client buffer
 // while its AckWait clock runs, and InProgress heartbeats keep a long
 // attempt from being redelivered to another replica.

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -20,7 +18,7 @@ import (
 // the tokens-per-minute limit counts what the provider really served.
 // Without a report the estimate stands.
 func (f *personaFlow) settleTokens(st *attemptState) {
-	if f.limiter == "" || st.result.Usage.IsZero() {
+	if f.limiter == "" || st.attempt.Usage.IsZero() {
 		return
 	}
 	lim, ok := f.lim.Limit(f.limiter)
@@ -29,18 +27,18 @@ func (f *personaFlow) settleTokens(st *attemptState) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
-	if err := f.lim.Settle(ctx, f.limiter, lim.EstimatedTokens, int(st.result.Usage.Tokens())); err != nil {
+	if err := f.lim.Settle(ctx, f.limiter, lim.EstimatedTokens, int(st.attempt.Usage.Tokens())); err != nil {
 		f.log.Warn().Err(err).Str("limiter", f.limiter).Msg("token usage not settled with the limiter; its estimate stands")
 	}
 }
 
 // outcome feeds an attempt's outcome to the circuit: the half-open probe's
 // decides; otherwise consecutive provider failures open it.
-func (f *personaFlow) outcome(st *attemptState) {
+func (f *personaFlow) outcome(st *attemptState, err error) {
 	if f.breaker == nil {
 		return
 	}
-	failed := handlers.ProviderFailed(st.err)
+	failed := handlers.ProviderFailed(err)
 	f.mu.Lock()
 	status := f.status
 	f.probing = false
@@ -126,16 +124,16 @@ func (f *personaFlow) pause(ctx context.Context, until time.Time) {
 // released until it ends without counting an attempt. It reports whether
 // it released the request: false when the limiter could not be reached,
 // and the 429 is then an ordinary retryable failure.
-func (f *personaFlow) throttled(st *attemptState, wait time.Duration) bool {
+func (f *personaFlow) throttled(st *attemptState, wait time.Duration) (ending, bool) {
 	if f.limiter == "" {
-		return false
+		return ending{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
 	cd, err := f.lim.CoolDown(ctx, f.limiter, wait)
 	if err != nil {
 		f.storeError(err, "provider throttled but the limiter could not cool down; retrying on the persona's schedule")
-		return false
+		return ending{}, false
 	}
 	f.mu.Lock()
 	f.coolUntil = time.Now().Add(cd.Remaining)
@@ -152,54 +150,55 @@ func (f *personaFlow) throttled(st *attemptState, wait time.Duration) bool {
 	// consumer's MaxDeliver and the step deadline bound a provider that
 	// never stops refusing).
 	st.attempt.Class = retry.ClassSnooze
-	delay := cd.Remaining + spread(cd.Remaining)
-	st.decision = retry.Decision{Action: retry.ActionRetry, Counted: false, Delay: delay}
-	st.verdict, st.delay = verdictRelease, delay
-	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", delay.Seconds()).Int("attempt", st.attempt.Number).
+	end := released(cd.Remaining + spread(cd.Remaining))
+	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", end.delay.Seconds()).Int("attempt", st.attempt.Number).
 		Msg("provider throttled; released until the limiter's cool-down ends without counting an attempt")
-	return true
+	return end, true
 }
 
 // afterAttempt applies flow control to an attempt's outcome (the circuit,
-// a provider's throttling); true means the attempt was released without
+// a provider's throttling); done means the attempt was released without
 // counting and nothing more is to be decided.
-func (r *Runtime) afterAttempt(st *attemptState) bool {
+func (r *Runtime) afterAttempt(st *attemptState, err error) (end ending, done bool) {
 	f := st.persona.flow
-	wait, throttled := handlers.Throttled(st.err)
+	wait, throttled := handlers.Throttled(err)
 	if throttled {
 		if o, ok := r.obs.(FlowObserver); ok {
 			o.ProviderThrottled(st.persona.name)
 		}
 	}
 	if f == nil {
-		return false
+		return ending{}, false
 	}
 	f.settleTokens(st)
-	f.outcome(st)
-	if !throttled || !f.throttled(st, wait) {
-		return false
+	f.outcome(st, err)
+	if !throttled {
+		return ending{}, false
 	}
-	r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
-	return true
+	if end, done = f.throttled(st, wait); done {
+		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
+	}
+	return end, done
 }
 
-// flowMiddleware releases, without starting an attempt, a request pulled
-// just before its persona's circuit opened or its limiter began to cool
-// down: calling the provider now would only fail.
-func (r *Runtime) flowMiddleware(next message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) ([]*message.Message, error) {
-		st := stateOf(msg)
-		if f := st.persona.flow; f != nil {
-			if why, until := f.blocked(r.now()); why != "" {
-				wait := max(until.Sub(r.now()), 0)
-				st.verdict, st.delay = verdictRelease, wait+busyMargin+spread(wait)
-				st.log.Info().Str("why", why).Float64("backoffSeconds", st.delay.Seconds()).
-					Msg("request not started: flow control holds its persona; released without counting an attempt")
-				return nil, nil
-			}
-		}
-		return next(msg)
+// admit is the stage before begin: a request pulled just before its
+// persona's circuit opened or its limiter began to cool down is released
+// without starting an attempt, since calling the provider now would only
+// fail.
+func (r *Runtime) admit(st *attemptState) (ending, bool) {
+	f := st.persona.flow
+	if f == nil {
+		return ending{}, false
 	}
+	why, until := f.blocked(r.now())
+	if why == "" {
+		return ending{}, false
+	}
+	wait := max(until.Sub(r.now()), 0)
+	end := released(wait + busyMargin + spread(wait))
+	st.log.Info().Str("why", why).Float64("backoffSeconds", end.delay.Seconds()).
+		Msg("request not started: flow control holds its persona; released without counting an attempt")
+	return end, true
 }
 
 // spread is a random part of up to a fifth of wait (at most 1s): requests

@@ -43,11 +43,6 @@ func stepKey(req *schemas.PersonaRequest) ledger.StepKey {
 	return ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID}
 }
 
-func finishOptions(st *attemptState) ledger.FinishOptions {
-	counted := st.decision.Counted && st.verdict != verdictRelease
-	return ledgerOptions(counted, st.verdict == verdictAck, st)
-}
-
 func ledgerOptions(counted, succeeded bool, st *attemptState) ledger.FinishOptions {
 	o := ledger.FinishOptions{Counted: counted, Succeeded: succeeded, RequestID: st.req.RequestID}
 	if st.lease != nil {

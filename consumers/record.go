@@ -11,13 +11,13 @@ import (
 // record builds the quarantine record of the message: original subject,
 // headers and payload untouched, the decision's reason and detail, and the
 // whole attempt history.
-func (r *Runtime) record(msg *message.Message, st *attemptState) *schemas.QuarantineRecord {
+func (r *Runtime) record(msg *message.Message, st *attemptState, dec retry.Decision) *schemas.QuarantineRecord {
 	d := st.delivery
 	rec := &schemas.QuarantineRecord{
 		SchemaVersion:   schemas.Version,
 		ID:              dlq.RecordID(d.Stream, d.Sequence),
-		Reason:          schemas.Reason(st.decision.Reason),
-		Detail:          st.decision.Detail,
+		Reason:          dec.Reason,
+		Detail:          dec.Detail,
 		OriginalSubject: d.Subject,
 		Headers:         map[string][]string(d.Msg.Headers()),
 		Payload:         msg.Payload,

@@ -346,18 +346,17 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 		return nil, nil, err
 	}
 	var subs []*transport.Subscriber
-	router.AddMiddleware(r.traceMiddleware, r.settleMiddleware, r.decodeMiddleware, r.flowMiddleware, r.ledgerMiddleware, r.decideMiddleware)
 	for _, p := range r.personas {
 		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
-			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, Logger: &r.log,
+			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, Logger: &r.log,
 			StaleSettle: r.countStale, Frozen: &r.frozen, Gate: p.gate(),
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 		subs = append(subs, sub)
-		router.AddConsumerHandler("persona-"+p.name, p.name, sub, r.invoke)
+		router.AddConsumerHandler("persona-"+p.name, p.name, sub, r.process)
 	}
 	return router, subs, nil
 }

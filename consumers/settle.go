@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -15,79 +14,48 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// faultDelay is how long a message waits after a fault in personaq itself
-// (quarantine write failed, a bug): it is redelivered, never lost.
-const faultDelay = 5 * time.Second
+// holdUnder is the longest retry delay this replica serves itself: the
+// message is kept (heartbeated) and a plain Nak sent when it is due, since
+// nats-server re-arms its redelivery timer on every nak and a NakWithDelay
+// under a steady stream of naks comes back tens of ms to seconds late.
+// Longer delays are a NakWithDelay: the server holds the message, and any
+// replica may run the retry. (It configures the subscriber: router.)
+const holdUnder = 5 * time.Second
 
-// settleMiddleware is the outermost link: it creates the attempt state, runs
-// the chain and then settles the message from the verdict. It never returns
-// an error to the router: every message is acked or nacked here.
-func (r *Runtime) settleMiddleware(next message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) (_ []*message.Message, _ error) {
-		st, err := r.newState(msg)
-		if err != nil {
-			r.log.Error().Err(err).Str("message", msg.UUID).Msg("cannot route message; releasing")
-			transport.NackWithDelay(msg, faultDelay)
-			return nil, nil
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("personaq pipeline panicked; message released")
-				transport.NackWithDelay(msg, faultDelay)
-			}
-		}()
-		if _, err := next(msg); err != nil {
-			st.log.Error().Err(err).Msg("pipeline error; message released")
-			transport.NackWithDelay(msg, faultDelay)
-			return nil, nil
-		}
-		r.tracedApply(msg, st)
-		return nil, nil
-	}
-}
-
-func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
-	d, ok := transport.DeliveryFrom(msg.Context())
-	if !ok {
-		return nil, fmt.Errorf("message %s has no JetStream delivery", msg.UUID)
-	}
-	p, ok := r.personas[message.SubscribeTopicFromCtx(msg.Context())]
-	if !ok {
-		return nil, fmt.Errorf("%w: topic %q", ErrUnknownPersona, message.SubscribeTopicFromCtx(msg.Context()))
-	}
-	st := &attemptState{
-		persona: p, delivery: d, started: r.now(),
-		log: r.log.With().Str("persona", p.name).Uint64("stream_seq", d.Sequence).Logger(),
-	}
-	withState(msg, st)
-	return st, nil
-}
-
-// apply settles msg according to st.verdict. Every ending goes through
-// the request's terminal record, confirmed before the message is settled:
-// a crash in between redelivers the message, which finds the record and is
-// settled without running again.
+// settle is the last stage and the only one that settles a message. Every
+// ending that ends the request goes through its terminal record, confirmed
+// before the message is settled: a crash in between redelivers the
+// message, which finds the record and is settled without running again.
 //
-// Every settle is fenced first: a delivery whose attempt lost its lease, or
-// whose claim on the message lapsed, settles nothing (stale settle refused).
-func (r *Runtime) apply(msg *message.Message, st *attemptState) {
-	if st.verdict == verdictFenced || r.stale(st, verdictOp(st.verdict)) {
+//	verdictAck         terminal record (succeeded, with the output), DoubleAck
+//	verdictSettled     as the standing terminal record says: ack or term
+//	verdictRetry       the next attempt after end.delay: held here when
+//	verdictRelease     ≤ holdUnder, else NakWithDelay (release: uncounted)
+//	verdictQuarantine  quarantine record, terminal record, then Term
+//	verdictFenced      nothing: the message is left to the server
+//
+// Every settle is fenced first: a delivery whose attempt lost its lease,
+// or whose claim on the message lapsed, settles nothing (stale settle
+// refused). end records the terminal record that stands.
+func (r *Runtime) settle(msg *message.Message, st *attemptState, end *ending) {
+	if end.verdict == verdictFenced || r.stale(st, verdictOp(end.verdict)) {
+		end.verdict = verdictFenced
 		transport.ReleaseFenced(msg)
 		return
 	}
-	switch st.verdict {
+	switch end.verdict {
 	case verdictAck:
-		if st.final == nil && r.conclude(st, schemas.OutcomeSucceeded, 0) != nil {
+		if end.final == nil && r.conclude(st, end, schemas.OutcomeSucceeded, 0) != nil {
 			transport.NackWithDelay(msg, faultDelay)
 			return
 		}
-		r.settleFinal(msg, st)
+		r.settleFinal(msg, st, end)
 	case verdictSettled:
-		r.settleFinal(msg, st)
+		r.settleFinal(msg, st, end)
 	case verdictRetry, verdictRelease:
-		transport.NackWithDelay(msg, st.delay)
+		transport.NackWithDelay(msg, end.delay)
 	case verdictQuarantine:
-		r.quarantine(msg, st)
+		r.quarantine(msg, st, end)
 	default:
 		st.log.Error().Msg("pipeline reached no verdict; message released")
 		transport.NackWithDelay(msg, faultDelay)
@@ -97,26 +65,27 @@ func (r *Runtime) apply(msg *message.Message, st *attemptState) {
 // quarantine stores the record first and only then the terminal record and
 // the Term; if a write fails the message is redelivered (never lost). A
 // request that already has a terminal record gets no quarantine record.
-func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
+func (r *Runtime) quarantine(msg *message.Message, st *attemptState, end *ending) {
 	if r.crashed(msg, st, stepDecided) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if st.stored == nil {
+	if end.stored == nil {
 		if final, err := r.outcomes.Lookup(ctx, outcomeKey(st)); err == nil {
-			st.final = final
-			reason := schemas.Reason(st.decision.Reason)
+			end.final = final
+			reason := end.decision.Reason
 			r.standing(st, outcomeFor(reason), reason, final)
-			r.settleFinal(msg, st)
+			r.settleFinal(msg, st, end)
 			return
 		}
 	}
 	if r.stale(st, "quarantine record") {
+		end.verdict = verdictFenced
 		transport.ReleaseFenced(msg)
 		return
 	}
-	rec, seq, fresh, err := r.storeRecord(ctx, msg, st)
+	rec, seq, fresh, err := r.storeRecord(ctx, msg, st, end)
 	if errors.Is(err, errSimulatedCrash) {
 		transport.ReleaseFenced(msg) // test hook: the record is published, its index entry is not
 		return
@@ -129,20 +98,21 @@ func (r *Runtime) quarantine(msg *message.Message, st *attemptState) {
 		return
 	}
 	if r.stale(st, "terminal record") {
+		end.verdict = verdictFenced
 		transport.ReleaseFenced(msg) // the record stays; a redelivery finds it (quarantinedBefore)
 		return
 	}
-	if err := r.conclude(st, outcomeFor(rec.Reason), seq); err != nil {
+	if err := r.conclude(st, end, outcomeFor(rec.Reason), seq); err != nil {
 		transport.NackWithDelay(msg, faultDelay)
 		return
 	}
-	if fresh && st.final.QuarantineSeq != seq {
-		r.withdrawRecord(ctx, st, seq)
+	if fresh && end.final.QuarantineSeq != seq {
+		r.withdrawRecord(ctx, st, end.final, seq)
 	}
 	if r.crashed(msg, st, stepConcluded) {
 		return
 	}
-	r.settleFinal(msg, st)
+	r.settleFinal(msg, st, end)
 }
 
 // quarantineStep names a step of the quarantine path after which a crash
@@ -192,17 +162,18 @@ func (r *Runtime) crashAfterPublish() error {
 
 // settleFinal settles the message the way the standing record says, if
 // this delivery still holds it.
-func (r *Runtime) settleFinal(msg *message.Message, st *attemptState) {
+func (r *Runtime) settleFinal(msg *message.Message, st *attemptState, end *ending) {
 	if r.stale(st, verdictOp(verdictSettled)) {
+		end.verdict = verdictFenced
 		transport.ReleaseFenced(msg)
 		return
 	}
-	settleFinal(msg, st.final)
+	settleFinal(msg, end.final)
 }
 
 // stale reports whether this delivery must not make the settle op: its
 // attempt's lease, or its claim on the message, lapsed. A refused settle
-// is logged and counted, and the verdict becomes verdictFenced.
+// is logged and counted.
 func (r *Runtime) stale(st *attemptState, op string) bool {
 	if st.delivery.Held() && st.lease.valid(time.Now()) {
 		return false
@@ -215,7 +186,6 @@ func (r *Runtime) stale(st *attemptState, op string) bool {
 
 // refuseStale logs and counts a settle refused to a stale holder.
 func (r *Runtime) refuseStale(st *attemptState, op string) {
-	st.verdict = verdictFenced
 	st.log.Warn().Int("attempt", st.attempt.Number).Str("op", op).
 		Msg("stale settle refused: this replica lost the attempt's lease; the request is left to its current holder")
 	if o, ok := r.obs.(FenceObserver); ok {
@@ -238,11 +208,11 @@ func verdictOp(v verdict) string {
 
 // storeRecord writes the quarantine record (idempotently) unless an
 // earlier delivery did; fresh says this call stored it.
-func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *attemptState) (*schemas.QuarantineRecord, uint64, bool, error) {
-	if st.stored != nil {
-		return st.stored, st.storedSeq, false, nil
+func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *attemptState, end *ending) (*schemas.QuarantineRecord, uint64, bool, error) {
+	if end.stored != nil {
+		return end.stored, end.storedSeq, false, nil
 	}
-	rec := r.record(msg, st)
+	rec := r.record(msg, st, end.decision)
 	seq, dup, err := r.dlq.Put(ctx, rec)
 	if err != nil {
 		st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")
@@ -251,16 +221,16 @@ func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *att
 	if dup {
 		st.log.Info().Uint64("quarantine_seq", seq).Msg("quarantine record already stored; duplicate skipped")
 	}
-	st.stored, st.storedSeq = rec, seq
+	end.stored, end.storedSeq = rec, seq
 	return rec, seq, !dup, nil
 }
 
 // withdrawRecord removes a quarantine record this delivery just stored for a
 // request whose terminal record says otherwise (another replica settled it
 // first): a record must not say a request stopped when it did not.
-func (r *Runtime) withdrawRecord(ctx context.Context, st *attemptState, seq uint64) {
+func (r *Runtime) withdrawRecord(ctx context.Context, st *attemptState, final *schemas.OutcomeEvent, seq uint64) {
 	err := deleteMsg(ctx, r.js, r.topo.QuarantineStream, seq)
-	st.log.Warn().Err(err).Uint64("quarantine_seq", seq).Str("recorded_outcome", string(st.final.Outcome)).
+	st.log.Warn().Err(err).Uint64("quarantine_seq", seq).Str("recorded_outcome", string(final.Outcome)).
 		Msg("quarantine record withdrawn: the request's terminal record says otherwise")
 }
 

@@ -1,29 +1,50 @@
 package consumers
 
 import (
-	"context"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/transport"
-	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
-// verdict is how a message is settled; the settle middleware acts on it.
+// attemptState is what the stages of one delivery know about it: where it
+// came from, the request it carries once decoded, and the attempt being
+// run. How the delivery ends is not kept here: the stage that decides it
+// returns an ending (see process).
+type attemptState struct {
+	persona  *personaRuntime
+	delivery *transport.Delivery
+	log      zerolog.Logger
+	started  time.Time
+
+	// Set by decode.
+	req    *schemas.PersonaRequest
+	policy retry.Policy
+	corrID string
+	// deadline is the caller's step deadline (zero: none).
+	deadline time.Time
+
+	// Set by begin: the request's earlier attempts, the attempt's number,
+	// and its lease in the ledger (nil without a ledger).
+	history []retry.Attempt
+	attempt retry.Attempt
+	lease   *attemptLease
+}
+
+// verdict is how a message is settled.
 type verdict uint8
 
 const (
-	_ verdict = iota // the zero value: no verdict reached (apply releases it)
+	_ verdict = iota // the zero value: no verdict reached (settle releases it)
 	// verdictAck: succeeded (or a duplicate of a step already done).
 	verdictAck
-	// verdictRetry: NakWithDelay(delay) for the next attempt.
+	// verdictRetry: the next attempt after delay.
 	verdictRetry
-	// verdictRelease: Nak after delay without counting an attempt
-	// (shutdown, ledger unavailable).
+	// verdictRelease: redelivered after delay without counting an attempt
+	// (shutdown, ledger unavailable, flow control, running elsewhere).
 	verdictRelease
 	// verdictQuarantine: store a record with decision.Reason, then Term.
 	verdictQuarantine
@@ -35,56 +56,48 @@ const (
 	verdictFenced
 )
 
-// attemptState travels with one message through the middleware chain.
-type attemptState struct {
-	persona  *personaRuntime
-	delivery *transport.Delivery
-	log      zerolog.Logger
-	started  time.Time
-
-	req    *schemas.PersonaRequest
-	policy retry.Policy
-	corrID string
-	// deadline is the caller's step deadline (zero: none).
-	deadline time.Time
-
-	ctx     context.Context // the attempt's context, with its timeout
-	history []retry.Attempt
-	attempt retry.Attempt
-	result  handlers.Result
-	err     error
-
-	decision  retry.Decision
-	verdict   verdict
-	delay     time.Duration
+// ending is how one delivery ends: every stage that decides it returns
+// one, and settle is the one place that acts on it.
+type ending struct {
+	verdict verdict
+	// delay is when the message comes back (verdictRetry, verdictRelease).
+	delay time.Duration
+	// decision is what was decided (retry.Decide's, or a stage's own): the
+	// reason and detail of a quarantine, whether the attempt counts.
+	decision retry.Decision
+	// duplicate: an ack of a step the ledger says is already done.
 	duplicate bool
-	// stored is the quarantine record a previous delivery already wrote
-	// (it crashed before terming the message); storedSeq is its sequence.
+	// output is the persona's answer (verdictAck), stored with the record.
+	output []byte
+	// final is the request's terminal record once stored or found.
+	final *schemas.OutcomeEvent
+	// stored is the quarantine record a previous delivery already wrote (it
+	// crashed before terming the message); storedSeq is its sequence.
 	stored    *schemas.QuarantineRecord
 	storedSeq uint64
-	// final is the request's terminal record once stored (or found).
-	final *schemas.OutcomeEvent
-	// lease is the attempt's lease in the ledger (nil without a ledger or
-	// before Begin); begunAt is when Begin was sent.
-	lease   *attemptLease
-	begunAt time.Time
 }
 
-type stateKey struct{}
-
-func stateOf(msg *message.Message) *attemptState {
-	st, _ := msg.Context().Value(stateKey{}).(*attemptState)
-	return st
+// released ends a delivery without counting an attempt: the message comes
+// back after delay.
+func released(delay time.Duration) ending {
+	return ending{verdict: verdictRelease, delay: delay, decision: retry.Decision{Action: retry.ActionRetry, Delay: delay}}
 }
 
-func withState(msg *message.Message, st *attemptState) {
-	msg.SetContext(context.WithValue(msg.Context(), stateKey{}, st))
+// quarantined ends the request with decision's reason.
+func quarantined(d retry.Decision) ending { return ending{verdict: verdictQuarantine, decision: d} }
+
+// settledBy settles a delivery the way the request's terminal record says.
+func settledBy(final *schemas.OutcomeEvent) ending {
+	return ending{verdict: verdictSettled, final: final}
 }
 
-// stepKey identifies the ledger entry of the request's task step.
+// fenced settles nothing: the delivery lost its lease or its claim.
+var fenced = ending{verdict: verdictFenced}
+
+// hasFallback reports whether the request names a fallback agent.
 func (st *attemptState) hasFallback() bool { return st.req != nil && st.req.Agents.Fallback != "" }
 
-// agentFor returns the agent name that runs attempt n.
+// agentFor returns the agent name that runs an attempt in role.
 func (st *attemptState) agentFor(role retry.Role) string {
 	if role == retry.RoleFallback {
 		return st.req.Agents.Fallback

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"context"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -15,32 +16,20 @@ import (
 	"github.com/personaq/personaq/retry"
 )
 
-// traceMiddleware is the outermost link: one consumer span per delivery
-// ("process <subject>"), the child of the span whose trace context the
-// message carries (the submit's), so every attempt of a request, on any
-// replica, is in the submit's trace. The attempt's context carries the span
-// to the persona (the HTTP invoker's traceparent header, the command
-// invoker's TRACEPARENT). When the span is not recorded (tracing off, not
-// sampled) nothing else is done: the incoming context is still passed on.
-func (r *Runtime) traceMiddleware(next message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) ([]*message.Message, error) {
-		d, ok := transport.DeliveryFrom(msg.Context())
-		if !ok {
-			return next(msg)
-		}
-		ctx := tracing.ExtractMap(msg.Context(), msg.Metadata)
-		ctx, span := r.tracer.Start(ctx, tracing.SpanName("process", d.Subject), trace.WithSpanKind(trace.SpanKindConsumer))
-		defer span.End()
-		if span.IsRecording() {
-			span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
-		}
-		msg.SetContext(ctx)
-		out, err := next(msg)
-		if st := stateOf(msg); st != nil && span.IsRecording() {
-			annotateAttempt(span, st)
-		}
-		return out, err
+// startProcessSpan starts the delivery's consumer span ("process
+// <subject>"), the child of the span whose trace context the message
+// carries (the submit's), so every attempt of a request, on any replica, is
+// in the submit's trace. The attempt's context carries the span to the
+// persona (the HTTP invoker's traceparent header, the command invoker's
+// TRACEPARENT). When the span is not recorded (tracing off, not sampled)
+// nothing else is done: the incoming context is still passed on.
+func (r *Runtime) startProcessSpan(msg *message.Message, d *transport.Delivery) (context.Context, trace.Span) {
+	ctx := tracing.ExtractMap(msg.Context(), msg.Metadata)
+	ctx, span := r.tracer.Start(ctx, tracing.SpanName("process", d.Subject), trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
 	}
+	return ctx, span
 }
 
 func messageID(d *transport.Delivery) string {
@@ -51,7 +40,10 @@ func messageID(d *transport.Delivery) string {
 }
 
 // annotateAttempt sets what the delivery's attempt was and how it ended.
-func annotateAttempt(span trace.Span, st *attemptState) {
+func annotateAttempt(span trace.Span, st *attemptState, end ending) {
+	if !span.IsRecording() {
+		return
+	}
 	a := []attribute.KeyValue{tracing.Persona.String(st.persona.name)}
 	if q := st.req; q != nil {
 		a = append(a, tracing.TaskID.String(q.TaskID), tracing.Step.String(q.Step), tracing.RequestID.String(q.RequestID),
@@ -62,9 +54,9 @@ func annotateAttempt(span trace.Span, st *attemptState) {
 			span.AddLink(l)
 		}
 	}
-	a = append(a, tracing.Decision.String(verdictName(st)))
+	a = append(a, tracing.Decision.String(verdictName(end)))
 	if !st.attempt.At.IsZero() { // a handler ran
-		a = append(a, attemptAttributes(st)...)
+		a = append(a, attemptAttributes(st, end)...)
 	}
 	if at := st.attempt; at.Class.Failed() {
 		a = append(a, semconv.ErrorTypeKey.String(at.Class.String()))
@@ -75,15 +67,15 @@ func annotateAttempt(span trace.Span, st *attemptState) {
 
 // attemptAttributes describe an attempt that ran: who ran it, how it
 // ended, what comes next, and what it reported.
-func attemptAttributes(st *attemptState) []attribute.KeyValue {
+func attemptAttributes(st *attemptState, end ending) []attribute.KeyValue {
 	at := st.attempt
 	a := []attribute.KeyValue{tracing.Attempt.Int(at.Number), tracing.MaxAttempts.Int(st.policy.MaxAttempts),
 		tracing.Agent.String(at.Agent), tracing.Role.String(string(at.Role)), tracing.Class.String(at.Class.String())}
-	if st.decision.Action == retry.ActionRetry && st.verdict == verdictRetry {
-		a = append(a, tracing.Seconds(tracing.NextDelay, st.decision.Delay), tracing.NextAgent.String(st.agentFor(st.decision.Role)))
+	if end.decision.Action == retry.ActionRetry && end.verdict == verdictRetry {
+		a = append(a, tracing.Seconds(tracing.NextDelay, end.decision.Delay), tracing.NextAgent.String(st.agentFor(end.decision.Role)))
 	}
-	if st.decision.Reason != "" {
-		a = append(a, tracing.Reason.String(string(st.decision.Reason)))
+	if end.decision.Reason != "" {
+		a = append(a, tracing.Reason.String(string(end.decision.Reason)))
 	}
 	if p := at.Progress; p.Known() {
 		a = append(a, tracing.ProgressCompleted.Int(p.Completed), tracing.ProgressTotal.Int(p.Total))
@@ -96,10 +88,10 @@ func attemptAttributes(st *attemptState) []attribute.KeyValue {
 }
 
 // verdictName names what the pipeline decided for a delivery.
-func verdictName(st *attemptState) string {
-	switch st.verdict {
+func verdictName(end ending) string {
+	switch end.verdict {
 	case verdictAck:
-		if st.duplicate {
+		if end.duplicate {
 			return "duplicate"
 		}
 		return "ack"
@@ -108,8 +100,8 @@ func verdictName(st *attemptState) string {
 	case verdictRelease:
 		return "release"
 	case verdictQuarantine:
-		if st.decision.Action == retry.ActionDefer || st.decision.Action == retry.ActionEscalate {
-			return st.decision.Action.String()
+		if end.decision.Action == retry.ActionDefer || end.decision.Action == retry.ActionEscalate {
+			return end.decision.Action.String()
 		}
 		return "quarantine"
 	case verdictSettled:
@@ -120,19 +112,19 @@ func verdictName(st *attemptState) string {
 	return "none"
 }
 
-// tracedApply is apply inside a settle span ("settle <subject>", a child
+// tracedSettle is settle inside a settle span ("settle <subject>", a child
 // of the delivery's span) that says how the message was settled.
-func (r *Runtime) tracedApply(msg *message.Message, st *attemptState) {
-	_, span := r.tracer.Start(msg.Context(), tracing.SpanName("settle", st.delivery.Subject), trace.WithSpanKind(trace.SpanKindClient))
+func (r *Runtime) tracedSettle(ctx context.Context, msg *message.Message, st *attemptState, end *ending) {
+	_, span := r.tracer.Start(ctx, tracing.SpanName("settle", st.delivery.Subject), trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
-	r.apply(msg, st)
+	r.settle(msg, st, end)
 	if span.IsRecording() {
-		span.SetAttributes(settleAttributes(msg, st)...)
+		span.SetAttributes(settleAttributes(msg, st, *end)...)
 	}
 }
 
 // settleAttributes reads the settle apply made from the message itself.
-func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyValue {
+func settleAttributes(msg *message.Message, st *attemptState, end ending) []attribute.KeyValue {
 	subject := st.delivery.Subject
 	if msg.Metadata.Get(transport.MetaFenced) != "" {
 		return append(tracing.SettleAttributes(subject, "none"), tracing.Disposition.String("fenced"))
@@ -141,8 +133,8 @@ func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyVal
 	case <-msg.Acked():
 		if reason := msg.Metadata.Get(transport.MetaTermReason); reason != "" {
 			a := append(tracing.SettleAttributes(subject, "term"), tracing.Disposition.String("quarantine"), tracing.Reason.String(reason))
-			if st.final != nil {
-				a = append(a, tracing.Outcome.String(string(st.final.Outcome)), tracing.QuarantineSeq.Int64(int64(st.final.QuarantineSeq)))
+			if end.final != nil {
+				a = append(a, tracing.Outcome.String(string(end.final.Outcome)), tracing.QuarantineSeq.Int64(int64(end.final.QuarantineSeq)))
 			}
 			return a
 		}
@@ -150,7 +142,7 @@ func settleAttributes(msg *message.Message, st *attemptState) []attribute.KeyVal
 	default:
 	}
 	disp := "release"
-	if st.verdict == verdictRetry {
+	if end.verdict == verdictRetry {
 		disp = "retry"
 	}
 	return append(tracing.SettleAttributes(subject, "nak"), tracing.Disposition.String(disp),

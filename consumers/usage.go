@@ -16,14 +16,10 @@ type UsageObserver interface {
 	Usage(persona string, u retry.Usage)
 }
 
-// observeUsage reports the attempt's usage, if it has any.
-func (r *Runtime) observeUsage(st *attemptState) {
-	u := st.result.Usage
-	if u.IsZero() {
-		return
-	}
+// observeUsage reports an attempt's usage.
+func (r *Runtime) observeUsage(persona string, u retry.Usage) {
 	if o, ok := r.obs.(UsageObserver); ok {
-		o.Usage(st.persona.name, u)
+		o.Usage(persona, u)
 	}
 }
 

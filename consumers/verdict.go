@@ -7,34 +7,13 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// toVerdict maps the decision onto how the message is settled and logs it
-// with the fields operators grep for.
-func (r *Runtime) toVerdict(st *attemptState) {
-	d := st.decision
-	switch d.Action {
-	case retry.ActionAck:
-		st.verdict = verdictAck
-		r.logAttempt(st, st.log.Info()).Msg(r.message(st))
-	case retry.ActionRetry:
-		st.verdict, st.delay = verdictRetry, d.Delay
-		r.logRetry(st)
-	default:
-		st.verdict = verdictQuarantine
-		r.logStop(st)
-	}
-	if d.Warning != "" {
-		st.log.Warn().Int("attempt", st.attempt.Number).Str("policy", st.policy.Name).Str("warning", d.Warning).
-			Msg("retry policy corrected: " + d.Warning)
-	}
-}
-
 // message is the shared wording of retry.Message for this attempt.
-func (r *Runtime) message(st *attemptState) string {
+func (r *Runtime) message(st *attemptState, d retry.Decision) string {
 	var task, step string
 	if st.req != nil {
 		task, step = st.req.TaskID, st.req.Step
 	}
-	return retry.Message(st.attempt, st.decision, task, step, st.persona.name)
+	return retry.Message(st.attempt, d, task, step, st.persona.name)
 }
 
 func (r *Runtime) logAttempt(st *attemptState, e *zerolog.Event) *zerolog.Event {
@@ -56,9 +35,8 @@ func (r *Runtime) logAttempt(st *attemptState, e *zerolog.Event) *zerolog.Event 
 // logRetry writes the step budget's pair of lines: why this attempt failed
 // ("[RETRY N] Validation: …", "[RETRY N] API error: …", or "Persona request
 // timed out, will retry") and how long until the next.
-func (r *Runtime) logRetry(st *attemptState) {
-	d := st.decision
-	r.logAttempt(st, st.log.Warn()).Int("remainingRetries", d.RemainingRetries).Msg(r.message(st))
+func (r *Runtime) logRetry(st *attemptState, d retry.Decision) {
+	r.logAttempt(st, st.log.Warn()).Int("remainingRetries", d.RemainingRetries).Msg(r.message(st, d))
 	st.log.Info().Int("attempt", d.NextAttempt).Str("agent", st.agentFor(d.Role)).Str("role", string(d.Role)).
 		Float64("backoffSeconds", d.Delay.Seconds()).Dur("timeout", d.Timeout).
 		Dur("progress_interval", d.ProgressInterval).
@@ -67,8 +45,7 @@ func (r *Runtime) logRetry(st *attemptState) {
 
 // logStop writes the final line: the tagged final failure and what became
 // of the task (blocked, escalated), or adaptive retry's DEFER line.
-func (r *Runtime) logStop(st *attemptState) {
-	d := st.decision
+func (r *Runtime) logStop(st *attemptState, d retry.Decision) {
 	level := st.log.Error()
 	if d.Action == retry.ActionDefer { // a deferred task is parked, not failed
 		level = st.log.Warn()
@@ -80,5 +57,5 @@ func (r *Runtime) logStop(st *attemptState) {
 	if d.Reason == schemas.ReasonBudgetExhausted {
 		e = logBudget(st, e)
 	}
-	e.Msg(r.message(st))
+	e.Msg(r.message(st, d))
 }

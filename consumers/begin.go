@@ -1,0 +1,269 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// begin is the stage that numbers the attempt: from the ledger (not from
+// JetStream deliveries), under a lease. It ends the delivery without
+// running the handler when the request already ended (its terminal or
+// quarantine record exists, or its last recorded attempt ended it), when
+// its attempts are spent, when it runs elsewhere under a live lease, or
+// when the ledger cannot be reached (released without counting: a Redis
+// outage burns no attempt).
+func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
+	if end, done := r.endedEarlier(ctx, st); done {
+		return end, true
+	}
+	if r.ledger == nil {
+		st.attempt.Number = int(st.delivery.Delivered)
+		return ending{}, false
+	}
+	begun, end, done := r.beginLeased(ctx, st)
+	if done {
+		return end, true
+	}
+	if begun.Fresh && st.delivery.Delivered < 2 && r.wipedSince(st.delivery) {
+		if end, done := r.settledByRecord(ctx, st); done {
+			r.finishUncounted(st, begun.Attempt) // completed work is not rerun after a wipe
+			return end, true
+		}
+	}
+	st.history, st.attempt.Number = begun.History, begun.Attempt
+	if late, ok := lateness(st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
+		r.obs.RedeliveryLateness(st.persona.name, late)
+	}
+	if end, done := r.endedBefore(st); done {
+		return end, true
+	}
+	if begun.Attempt > st.policy.MaxAttempts {
+		return r.spent(st), true
+	}
+	return ending{}, false
+}
+
+// endedEarlier catches a redelivery of a request an earlier delivery
+// already ended: its terminal record exists (its worker died after writing
+// it, or Redis lost the ledger), or its quarantine record does (stored
+// before a crash). It is settled the way the record says, without running
+// the handler again. Only redeliveries pay for the lookups.
+func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, bool) {
+	if st.delivery.Delivered < 2 {
+		return ending{}, false
+	}
+	if end, done := r.settledByRecord(ctx, st); done {
+		return end, true
+	}
+	return r.quarantinedBefore(ctx, st)
+}
+
+// holdLease starts renewing the attempt's lease; cancel ends the attempt's
+// context when the lease is lost.
+func (r *Runtime) holdLease(st *attemptState, cancel context.CancelCauseFunc) {
+	if st.lease == nil {
+		return
+	}
+	st.lease.cancel = cancel
+	r.leases.add(st.lease)
+}
+
+// beginLeased calls Begin with the attempt's lease and, for a message older
+// than the ledger's data, JetStream's delivery count as the attempt floor.
+func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, ending, bool) {
+	if st.delivery.Delivered > 1 {
+		// The ledger may have been wiped since the periodic check last read
+		// its epoch (every 2 s): read it before Begin, while the step the
+		// wipe emptied is still fresh and takes the floor. One round trip,
+		// on redeliveries only; an error here fails Begin too.
+		_ = r.refreshEpoch(ctx)
+	}
+	begunAt := time.Now()
+	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
+	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
+		begunAt = time.Now()
+		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
+	}
+	switch {
+	case err != nil:
+		end := released(releaseDelay(st.delivery.Delivered))
+		st.log.Warn().Err(err).Dur("release_in", end.delay).Msg("ledger unavailable; message released without counting an attempt")
+		return begun, end, true
+	case begun.Done:
+		return begun, r.alreadyDone(ctx, st), true
+	case begun.Busy:
+		end := released(begun.BusyFor + busyMargin)
+		st.log.Info().Int("running_attempt", begun.BusyAttempt).Dur("release_in", end.delay).
+			Msg("an attempt of this request runs elsewhere (live lease); released without counting an attempt")
+		return begun, end, true
+	}
+	if begun.Fresh && r.floor(st.delivery) > 1 {
+		st.log.Warn().Uint64("delivered", st.delivery.Delivered).Int("attempt", begun.Attempt).
+			Msg("ledger lost this request's attempts; numbering from its JetStream delivery count")
+	}
+	st.lease = newAttemptLease(begun.Lease, leaseTTL(st.persona.spec.AckWait), begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
+	return begun, ending{}, false
+}
+
+// outwaitMax is the longest a redelivery waits, holding its message, for
+// the lease of an attempt whose worker stopped renewing it to run out.
+const outwaitMax = time.Second
+
+// outwait waits out a lease about to expire that a redelivery found: the
+// server redelivers a message AckWait after its last heartbeat, and the
+// dead worker's last lease renewal may have come a little later, so the
+// redelivery finds a lease with a few milliseconds left. Releasing it would
+// spend a delivery (MaxDeliver counts them all) without running an attempt;
+// waiting a moment keeps it. It reports whether it waited (then Begin is
+// asked again: a live holder will have renewed its lease).
+func (r *Runtime) outwait(ctx context.Context, st *attemptState, left time.Duration) bool {
+	if st.delivery.Delivered < 2 || left > outwaitMax {
+		return false
+	}
+	t := time.NewTimer(left + busyMargin)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		st.log.Info().Dur("waited", left+busyMargin).Msg("a lease about to expire held this request; waited it out")
+		return true
+	}
+}
+
+// busyMargin is added to the lease time left when a delivery finds its
+// request running elsewhere, so it comes back after the lease, not at it.
+const busyMargin = 250 * time.Millisecond
+
+func (r *Runtime) callBegin(ctx context.Context, st *attemptState, floor int) (ledger.Begun, error) {
+	t0 := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID,
+		ledger.WithLease(leaseTTL(st.persona.spec.AckWait)), ledger.WithFloor(floor))
+	r.obs.LedgerCall("begin", time.Since(t0), err)
+	r.health.ledgerResult(err)
+	return begun, err
+}
+
+// floor is the attempt floor of d: its delivery count when the ledger's
+// data is younger than the message (no request exceeds its maximum
+// attempts after a wipe; it may get fewer), else none.
+func (r *Runtime) floor(d *transport.Delivery) int {
+	if d.Delivered > 1 && r.wipedSince(d) {
+		return int(d.Delivered)
+	}
+	return 0
+}
+
+// quarantinedBefore catches a redelivery whose quarantine record a previous
+// delivery stored before crashing: it is termed (and its outcome published)
+// without running the handler again.
+func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) (ending, bool) {
+	rec, seq, err := r.dlq.Stored(ctx, dlq.RecordID(st.delivery.Stream, st.delivery.Sequence))
+	if err != nil || rec == nil {
+		return ending{}, false
+	}
+	st.log.Info().Uint64("quarantine_seq", seq).Str("reason", string(rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
+	end := quarantined(retry.Decision{Action: retry.ActionQuarantine, Reason: rec.Reason})
+	end.stored, end.storedSeq = rec, seq
+	return end, true
+}
+
+// settledByRecord settles st the way the request's terminal record says,
+// when it has one.
+func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) (ending, bool) {
+	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	final, err := r.outcomes.Lookup(lctx, st.req.RequestID)
+	if err != nil {
+		if err != ErrNoOutcome {
+			st.log.Warn().Err(err).Msg("terminal record lookup failed; running the attempt")
+		}
+		return ending{}, false
+	}
+	st.log.Info().Str("outcome", string(final.Outcome)).Int("attempts", final.Attempts).
+		Msg("redelivery of a request that already has its terminal record; settled without running the handler")
+	return settledBy(final), true
+}
+
+// alreadyDone settles a delivery of a step the ledger says succeeded: the
+// way its terminal record says, or, when none was stored (the record
+// expired), with a succeeded record without output.
+func (r *Runtime) alreadyDone(ctx context.Context, st *attemptState) ending {
+	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	end := ending{verdict: verdictAck, duplicate: true}
+	if final, err := r.outcomes.Lookup(lctx, st.req.RequestID); err == nil {
+		end = settledBy(final)
+	} else {
+		st.attempt.Number = r.attemptsRecorded(ctx, st)
+	}
+	st.log.Info().Int("attempt", st.attempt.Number).Msg("duplicate delivery of a completed step; settled without running the handler")
+	return end
+}
+
+// attemptsRecorded reads how many attempts a completed step took, for the
+// outcome event republished on a duplicate delivery.
+func (r *Runtime) attemptsRecorded(ctx context.Context, st *attemptState) int {
+	hist, _, err := r.ledger.History(ctx, stepKey(st.req))
+	if err != nil {
+		return 0
+	}
+	return len(hist)
+}
+
+// endedBefore catches a redelivery whose last recorded attempt already
+// ended the request (terminal, exhausted, deferred, escalated) though
+// nothing of that ending was stored: its worker died between recording the
+// attempt and writing the quarantine record. The decision is made again
+// from the ledger (Decide is pure) and the request quarantined without
+// running the handler; the attempt just claimed is given back.
+func (r *Runtime) endedBefore(st *attemptState) (ending, bool) {
+	n := len(st.history)
+	if n == 0 || st.history[n-1].Error == ledger.LostAttemptError || !st.history[n-1].Class.Failed() {
+		return ending{}, false
+	}
+	last := st.history[n-1]
+	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history[:n-1],
+		Current: last, ProgressTotal: st.req.ProgressTotal})
+	if d.Action == retry.ActionRetry || d.Action == retry.ActionAck {
+		return ending{}, false
+	}
+	r.finishUncounted(st, st.attempt.Number)
+	st.history, st.attempt = st.history[:n-1], last
+	st.log.Warn().Int("attempt", last.Number).Str("reason", string(d.Reason)).
+		Msg("redelivery of a request its last recorded attempt already ended; quarantined without running again")
+	return quarantined(d), true
+}
+
+// spent ends a redelivery whose attempts are all used (its quarantine
+// write failed last time): quarantined again without running the handler.
+func (r *Runtime) spent(st *attemptState) ending {
+	d := retry.Decision{Action: retry.ActionQuarantine, Reason: schemas.ReasonExhausted,
+		Detail: fmt.Sprintf("all %d attempts already used", st.policy.MaxAttempts)}
+	claimed := st.attempt.Number
+	r.finishUncounted(st, claimed)
+	// The event and log say how many attempts ran (the claimed number did
+	// not run; after a wiped ledger it may overstate, so cap it).
+	st.attempt = retry.Attempt{Number: min(claimed-1, st.policy.MaxAttempts)}
+	if n := len(st.history); n > 0 {
+		st.attempt.Error = st.history[n-1].Error
+	}
+	st.log.Error().Int("attempt", st.attempt.Number).Int("max_attempts", st.policy.MaxAttempts).
+		Str("reason", string(schemas.ReasonExhausted)).Str("last_error", st.attempt.Error).
+		Msg("All retries exhausted; task blocked, request quarantined without running again")
+	return quarantined(d)
+}
+
+// releaseDelay grows with deliveries so a long ledger outage does not spin.
+func releaseDelay(delivered uint64) time.Duration {
+	return min(time.Duration(delivered)*time.Second, 15*time.Second)
+}

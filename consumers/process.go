@@ -1,0 +1,95 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/personaq/personaq/consumers/transport"
+)
+
+// faultDelay is how long a message waits after a fault in personaq itself
+// (a record write failed, a bug): it is redelivered, never lost.
+const faultDelay = 5 * time.Second
+
+// process is the router's handler for every persona: one delivery, top to
+// bottom. Each stage either passes the delivery on or returns how it ends;
+// settle applies that ending and nothing else settles a message.
+//
+//	decode  the request, its policy and step deadline; a message that does
+//	        not decode is quarantined (invalid_message), unrun
+//	admit   flow control: a persona whose circuit is open or whose limiter
+//	        cools down is not called; released without counting
+//	begin   the ledger numbers the attempt and leases it; a step already
+//	        done, ended before, running elsewhere, or a ledger that cannot
+//	        be reached, ends here without running the handler
+//	invoke  the handler, under the attempt's timeout; a panic is terminal
+//	decide  the outcome classified; retry.Decide says what comes next
+//	finish  a success's terminal record, then the attempt recorded in the
+//	        ledger, fenced by its lease
+//	settle  ack, retry after a delay, quarantine record and Term, release,
+//	        or nothing at all when the lease was lost (fenced)
+//
+// It always returns nil: every message is settled here, so the router's
+// own ack after a handler is a no-op.
+func (r *Runtime) process(msg *message.Message) error {
+	st, err := r.newState(msg)
+	if err != nil {
+		r.log.Error().Err(err).Str("message", msg.UUID).Msg("cannot route message; releasing")
+		transport.NackWithDelay(msg, faultDelay)
+		return nil
+	}
+	ctx, span := r.startProcessSpan(msg, st.delivery)
+	defer span.End()
+	defer func() {
+		if p := recover(); p != nil {
+			st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("personaq pipeline panicked; message released")
+			r.leases.remove(st.lease)
+			transport.NackWithDelay(msg, faultDelay)
+		}
+	}()
+	end := r.run(ctx, msg, st)
+	r.tracedSettle(ctx, msg, st, &end)
+	annotateAttempt(span, st, end)
+	return nil
+}
+
+// run is the stages before settle; the first that decides how the delivery
+// ends returns.
+func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptState) ending {
+	if end, done := r.decode(msg, st); done {
+		return end
+	}
+	if end, done := r.admit(st); done {
+		return end
+	}
+	if end, done := r.begin(ctx, st); done {
+		return end
+	}
+	// The attempt's context ends when its lease is lost (the lease keeper
+	// cancels it), so a handler stops work another replica may now run.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.holdLease(st, cancel)
+	ran := r.invoke(ctx, st)
+	end := r.decide(ctx, st, ran)
+	return r.finish(st, end)
+}
+
+func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
+	d, ok := transport.DeliveryFrom(msg.Context())
+	if !ok {
+		return nil, fmt.Errorf("message %s has no JetStream delivery", msg.UUID)
+	}
+	p, ok := r.personas[message.SubscribeTopicFromCtx(msg.Context())]
+	if !ok {
+		return nil, fmt.Errorf("%w: topic %q", ErrUnknownPersona, message.SubscribeTopicFromCtx(msg.Context()))
+	}
+	return &attemptState{
+		persona: p, delivery: d, started: r.now(),
+		log: r.log.With().Str("persona", p.name).Uint64("stream_seq", d.Sequence).Logger(),
+	}, nil
+}
