@@ -68,9 +68,6 @@ func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, b
 // holdLease starts renewing the attempt's lease; cancel ends the attempt's
 // context when the lease is lost.
 func (r *Runtime) holdLease(st *attemptState, cancel context.CancelCauseFunc) {
-	if st.lease == nil {
-		return
-	}
 	st.lease.cancel = cancel
 	r.leases.add(st.lease)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -636,6 +638,7 @@ func benchSlowRound(b *testing.B, e *benchEnv, n int) benchSlowResult {
 	}
 	res.startAll = time.Since(start)
 	res.peak, res.goroutines = benchSample(), runtime.NumGoroutine()
+	benchHeapProfile(b)
 
 	// Every message is now held by the runtime. A second client pulling
 	// from the same durable gets a message only if its AckWait expired,
@@ -704,5 +707,23 @@ func benchWitness(b *testing.B, e *benchEnv, topo consumers.Topology) (stop func
 		close(quit)
 		<-finished
 		return int64(len(seen))
+	}
+}
+
+// benchHeapProfile writes a heap profile to $PERSONAQ_BENCH_HEAPPROFILE, if
+// set: what the runtime holds per message in flight, at the peak.
+func benchHeapProfile(b *testing.B) {
+	path := os.Getenv("PERSONAQ_BENCH_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }

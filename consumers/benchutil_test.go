@@ -136,7 +136,11 @@ func benchSpec() consumers.ConsumerSpec {
 // timestamps), written to io.Discard: the pipeline pays for building its
 // log events, not for a terminal.
 func benchLogger() *zerolog.Logger {
-	l := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	var w io.Writer = io.Discard // PERSONAQ_BENCH_LOG: write the runtimes' logs to this file
+	if p := os.Getenv("PERSONAQ_BENCH_LOG"); p != "" {
+		w, _ = os.Create(p)
+	}
+	l := zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	return &l
 }
 

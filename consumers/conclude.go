@@ -60,7 +60,7 @@ func (r *Runtime) standing(st *attemptState, outcome schemas.Outcome, reason sch
 // when it succeeded, termed otherwise. Either removes it from the queue.
 func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
 	if final.Outcome == schemas.OutcomeSucceeded {
-		msg.Ack()
+		transport.Ack(msg)
 		return
 	}
 	transport.AckWithTerm(msg, string(final.Reason))

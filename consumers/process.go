@@ -69,11 +69,15 @@ func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptStat
 	if end, done := r.begin(ctx, st); done {
 		return end
 	}
-	// The attempt's context ends when its lease is lost (the lease keeper
-	// cancels it), so a handler stops work another replica may now run.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	r.holdLease(st, cancel)
+	if st.lease != nil {
+		// The attempt's context ends when its lease is lost (the lease
+		// keeper cancels it), so a handler stops work another replica may
+		// now run.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		r.holdLease(st, cancel)
+	}
 	ran := r.invoke(ctx, st)
 	end := r.decide(ctx, st, ran)
 	return r.finish(st, end)

@@ -19,6 +19,9 @@ type inflightSet struct {
 type inflightMsg struct {
 	m     jetstream.Msg
 	claim *claim
+	// d is the delivery handed to a consumer that settles inline
+	// (Config.SettleInline); nil for a held retry or a goroutine-settled one.
+	d *Delivery
 }
 
 func newInflightSet() *inflightSet { return &inflightSet{msgs: map[uint64]inflightMsg{}} }
@@ -29,6 +32,16 @@ func (s *inflightSet) add(m jetstream.Msg, c *claim) uint64 {
 	s.next++
 	s.msgs[s.next] = inflightMsg{m: m, claim: c}
 	return s.next
+}
+
+// attach records the inline-settled delivery of message id.
+func (s *inflightSet) attach(id uint64, d *Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.msgs[id]; ok {
+		e.d = d
+		s.msgs[id] = e
+	}
 }
 
 func (s *inflightSet) remove(id uint64) {

@@ -20,25 +20,59 @@ const (
 	MetaFenced = "personaq_fenced"
 )
 
+// The settle functions below work on any message a Subscriber delivered.
+// With Config.SettleInline the settle is sent (and confirmed) before they
+// return, in the caller's goroutine; otherwise the subscription's settler
+// sends it once watermill's Ack or Nack is seen.
+
+// Ack acks msg: DoubleAck.
+func Ack(msg *message.Message) bool {
+	ok := msg.Ack()
+	settleInline(msg)
+	return ok
+}
+
 // ReleaseFenced gives msg back without settling it (see MetaFenced).
 func ReleaseFenced(msg *message.Message) bool {
 	msg.Metadata.Set(MetaFenced, "1")
-	return msg.Nack()
+	ok := msg.Nack()
+	settleInline(msg)
+	return ok
 }
 
-// NackWithDelay marks msg for redelivery after d and nacks it. The subscriber
-// turns watermill's delay metadata into NakWithDelay.
+// NackWithDelay marks msg for redelivery after d and nacks it: held by the
+// subscription when d ≤ Config.HoldUnder, else NakWithDelay(d).
 func NackWithDelay(msg *message.Message, d time.Duration) bool {
 	if d > 0 {
 		delay.Message(msg, delay.For(d))
 	}
-	return msg.Nack()
+	ok := msg.Nack()
+	settleInline(msg)
+	return ok
 }
 
 // AckWithTerm acks msg, asking the subscriber to Term it with reason.
 func AckWithTerm(msg *message.Message, reason string) bool {
 	msg.Metadata.Set(MetaTermReason, reason)
-	return msg.Ack()
+	ok := msg.Ack()
+	settleInline(msg)
+	return ok
+}
+
+// settleInline sends the settle of an inline-settled delivery now, once.
+func settleInline(msg *message.Message) {
+	d, ok := DeliveryFrom(msg.Context())
+	if !ok || d.inline == nil || !d.inline.settled.CompareAndSwap(false, true) {
+		return
+	}
+	in := d.inline
+	kind := settleNak
+	select {
+	case <-msg.Acked():
+		kind = settleAck
+	default:
+	}
+	in.sub.apply(in.wm, in.m, d.claim, in.id, kind)
 }
 
 // NakDelay reads the redelivery delay NackWithDelay set on msg (watermill's

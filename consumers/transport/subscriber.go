@@ -38,6 +38,14 @@ type Config struct {
 	// tens of ms to seconds late (BENCHMARKS.md). Longer delays use
 	// NakWithDelay. Default: 5s; negative: always NakWithDelay.
 	HoldUnder time.Duration
+	// SettleInline: the consumer settles every message with this package's
+	// Ack, AckWithTerm, NackWithDelay or ReleaseFenced before its handler
+	// returns, and the settle is sent (and confirmed) right then, in the
+	// handler's goroutine. Without it each message in flight has a
+	// goroutine of its own waiting for watermill's Ack or Nack (a plain
+	// msg.Ack() is then enough). A message its consumer never settles is
+	// released at Close.
+	SettleInline bool
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
 	// StaleSettle, when set, is called for every settle refused because the

@@ -213,11 +213,18 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 		return
 	default:
 	}
+	if s.cfg.SettleInline {
+		d.inline = &inlineSettle{sub: s, id: id, wm: wm, m: m}
+		s.inflight.attach(id, d)
+	}
+	s.settleWG.Add(1)
 	select {
 	case s.out <- wm:
-		s.settleWG.Add(1)
-		go s.settle(wm, m, c, id)
+		if !s.cfg.SettleInline {
+			go s.settle(wm, m, c, id)
+		}
 	case <-s.stopCh:
+		s.settleWG.Done()
 		s.giveBack(m, c, id)
 	}
 }
@@ -268,31 +275,67 @@ func reservedMetadata(key string) bool {
 	return false
 }
 
-// settle waits for the pipeline's verdict on wm and applies it to m,
-// unless the claim on m lapsed meanwhile (then m is left to the server and
-// whoever holds it now); either way wm's context is cancelled after.
+// settle waits for the pipeline's verdict on wm and applies it to m, in
+// its own goroutine (a consumer that does not settle inline).
 func (s *subscription) settle(wm *message.Message, m jetstream.Msg, c *claim, id uint64) {
+	select {
+	case <-wm.Acked():
+		s.apply(wm, m, c, id, settleAck)
+	case <-wm.Nacked():
+		s.apply(wm, m, c, id, settleNak)
+	case <-s.hardStop:
+		s.apply(wm, m, c, id, settleRelease)
+	}
+}
+
+// settleKind is how a message is settled: as watermill acked it, nacked
+// it, or released at shutdown.
+type settleKind uint8
+
+const (
+	settleAck settleKind = iota
+	settleNak
+	settleRelease
+)
+
+// apply settles m as wm asked, unless the claim on m lapsed meanwhile
+// (then m is left to the server and whoever holds it now); either way wm's
+// context is cancelled after and its slot freed. Once per message.
+func (s *subscription) apply(wm *message.Message, m jetstream.Msg, c *claim, id uint64, kind settleKind) {
 	defer s.settleWG.Done()
 	defer s.release(1)
 	defer s.inflight.remove(id)
 	defer c.cancel(errSettled)
-	select {
-	case <-wm.Acked():
+	switch kind {
+	case settleAck:
 		if s.fenced(wm, c, settleOp(wm)) {
 			return
 		}
 		s.ack(wm, m, c)
-	case <-wm.Nacked():
+	case settleNak:
 		if s.fenced(wm, c, "nak") {
 			return
 		}
 		s.nak(wm, m, c)
-	case <-s.hardStop:
+	default:
 		if s.fenced(wm, c, "release") {
 			return
 		}
 		_ = m.Nak()
 		s.log.Warn().Str("message", wm.UUID).Msg("released unfinished message at shutdown")
+	}
+}
+
+// releaseUnsettled releases (Nak) every inline-settled message its
+// consumer has not settled by the hard stop: a handler that ignores its
+// cancelled context must not hold up the drain.
+func (s *subscription) releaseUnsettled() {
+	for _, e := range s.inflight.snapshot() {
+		if e.d == nil || !e.d.inline.settled.CompareAndSwap(false, true) {
+			continue
+		}
+		in := e.d.inline
+		s.apply(in.wm, in.m, e.claim, in.id, settleRelease)
 	}
 }
 
@@ -349,6 +392,9 @@ func (s *subscription) close() {
 			waitTimeout(&s.settleWG, min(s.cfg.DrainTimeout, 5*time.Second))
 		}
 		close(s.hardStop)
+		if s.cfg.SettleInline {
+			s.releaseUnsettled()
+		}
 		s.settleWG.Wait()
 		s.holds.releaseAll(s)
 		s.cancelRun(ErrShuttingDown)

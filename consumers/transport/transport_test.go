@@ -138,3 +138,94 @@ func TestSubscriberCloseReturnsWithinOneFetchWait(t *testing.T) {
 	require.NoError(t, sub.Close())
 	require.Less(t, time.Since(t0), wait+500*time.Millisecond)
 }
+
+// inlineSubscriber is subscriber with Config.SettleInline.
+func inlineSubscriber(t *testing.T, persona string, slots int) (*harness, *transport.Subscriber) {
+	t.Helper()
+	h := newHarness(t)
+	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{
+		{Persona: persona, AckWait: 5 * time.Second, MaxAckPending: 16},
+	}))
+	sub, err := transport.NewSubscriber(transport.Config{
+		JetStream: h.js, Stream: h.topo.RequestsStream, Slots: slots, FetchMaxWait: 200 * time.Millisecond,
+		DrainTimeout: 200 * time.Millisecond, SettleInline: true,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() })
+	return h, sub
+}
+
+// With SettleInline the settle functions send the settle before they
+// return, in the caller's goroutine: the message is gone from the stream,
+// its context ended and its slot free by then. A plain watermill Ack does
+// not settle it (the consumer promised to use the settle functions).
+func TestInlineSettleIsDoneWhenTheSettleFunctionReturns(t *testing.T) {
+	t.Parallel()
+	h, sub := inlineSubscriber(t, "inline", 1)
+	ch, err := sub.Subscribe(context.Background(), "inline")
+	require.NoError(t, err)
+	pub := transport.NewPublisher(h.js)
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, pub.Publish(h.topo.RequestSubject("inline"), message.NewMessage(id, []byte(`{}`))))
+	}
+
+	first := receive(t, ch)
+	require.Equal(t, 1, sub.InFlight())
+	transport.Ack(first)
+	require.Error(t, first.Context().Err(), "settled before Ack returned")
+	require.Zero(t, sub.InFlight(), "its slot is free")
+	require.EqualValues(t, 2, h.requestsLeft(), "the ack was confirmed by the server")
+
+	second := receive(t, ch) // the one slot was given back: the next message comes
+	transport.AckWithTerm(second, "test")
+	require.EqualValues(t, 1, h.requestsLeft())
+
+	third := receive(t, ch)
+	transport.NackWithDelay(third, 0)
+	again := receive(t, ch)
+	require.Equal(t, third.UUID, again.UUID)
+	d, ok := transport.DeliveryFrom(again.Context())
+	require.True(t, ok)
+	require.EqualValues(t, 2, d.Delivered)
+	again.Ack() // watermill's own ack: not a settle inline
+	require.Equal(t, 1, sub.InFlight())
+	transport.Ack(again)
+	transport.Ack(again) // a second settle is a no-op
+	require.Zero(t, h.requestsLeft())
+}
+
+// A message its consumer never settles (a handler that ignores its
+// cancelled context) does not hold up Close: the hard stop releases it to
+// another replica, and a settle after that changes nothing.
+func TestInlineUnsettledMessageIsReleasedAtClose(t *testing.T) {
+	t.Parallel()
+	h, sub := inlineSubscriber(t, "stuck", 2)
+	ch, err := sub.Subscribe(context.Background(), "stuck")
+	require.NoError(t, err)
+	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("stuck"), message.NewMessage("s", []byte(`{}`))))
+	stuck := receive(t, ch)
+
+	closed := make(chan struct{})
+	go func() { _ = sub.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a message nobody settles")
+	}
+	require.ErrorIs(t, context.Cause(stuck.Context()), transport.ErrShuttingDown)
+	transport.Ack(stuck) // too late: it was released
+	require.EqualValues(t, 1, h.requestsLeft(), "released, not acked")
+
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("stuck"))
+	require.NoError(t, err)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	require.NoError(t, err)
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		md, err := m.Metadata()
+		require.NoError(t, err)
+		require.EqualValues(t, 2, md.NumDelivered, "redelivered at once (Nak), not after AckWait")
+	}
+	require.Equal(t, 1, got)
+}
