@@ -85,6 +85,8 @@ type Ledger struct {
 	cfg Config
 	// lostError is LostAttemptError as a JSON string, for the begin script.
 	lostError string
+	// pipe batches the Begin and Finish calls of concurrent callers.
+	pipe *pipe
 }
 
 // New returns a Ledger for cfg with defaults applied.
@@ -94,7 +96,7 @@ func New(cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	lost, _ := json.Marshal(LostAttemptError)
-	return &Ledger{cfg: cfg, lostError: string(lost)}, nil
+	return &Ledger{cfg: cfg, lostError: string(lost), pipe: &pipe{client: cfg.Client}}, nil
 }
 
 // Begun is what Begin found.
@@ -241,7 +243,7 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 		opt(&o)
 	}
 	reqJSON, _ := json.Marshal(requestID)
-	res, err := beginScript.Run(ctx, l.cfg.Client, l.keys(key),
+	res, err := l.pipe.run(ctx, beginScript, l.keys(key),
 		string(reqJSON),
 		l.cfg.Now().UnixMilli(),
 		l.cfg.TTL.Milliseconds(),
@@ -394,7 +396,7 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 	if err != nil {
 		return err
 	}
-	status, err := finishScript.Run(ctx, l.cfg.Client, l.keys(key),
+	status, err := l.pipe.run(ctx, finishScript, l.keys(key),
 		a.Number,
 		flag(opts.Counted),
 		flag(opts.Succeeded),
