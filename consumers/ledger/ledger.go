@@ -85,6 +85,9 @@ type Ledger struct {
 	cfg Config
 	// lostError is LostAttemptError as a JSON string, for the begin script.
 	lostError string
+	// ttlArg and maxHistoryArg are script arguments made once: boxing an
+	// int per call allocates.
+	ttlArg, maxHistoryArg any
 	// pipe batches the Begin and Finish calls of concurrent callers.
 	pipe *pipe
 }
@@ -96,7 +99,10 @@ func New(cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	lost, _ := json.Marshal(LostAttemptError)
-	return &Ledger{cfg: cfg, lostError: string(lost), pipe: &pipe{client: cfg.Client}}, nil
+	return &Ledger{
+		cfg: cfg, lostError: string(lost), pipe: &pipe{client: cfg.Client},
+		ttlArg: cfg.TTL.Milliseconds(), maxHistoryArg: cfg.MaxHistory,
+	}, nil
 }
 
 // Begun is what Begin found.
@@ -242,12 +248,11 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	reqJSON, _ := json.Marshal(requestID)
 	res, err := l.pipe.run(ctx, beginScript, l.keys(key),
-		string(reqJSON),
+		string(appendString(nil, requestID)),
 		l.cfg.Now().UnixMilli(),
-		l.cfg.TTL.Milliseconds(),
-		l.cfg.MaxHistory,
+		l.ttlArg,
+		l.maxHistoryArg,
 		l.lostError,
 		o.lease.Milliseconds(),
 		o.floor,
@@ -403,8 +408,8 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 		rec,
 		opts.RequestID,
 		now.UnixMilli(),
-		l.cfg.TTL.Milliseconds(),
-		l.cfg.MaxHistory,
+		l.ttlArg,
+		l.maxHistoryArg,
 		opts.Lease.value(),
 	).Text()
 	if err != nil {
@@ -470,7 +475,8 @@ func (l *Ledger) Ping(ctx context.Context) error {
 }
 
 func (l *Ledger) keys(k StepKey) []string {
-	return []string{metaKey(l.cfg.Prefix, k), attemptsKey(l.cfg.Prefix, k), leaseKey(l.cfg.Prefix, k)}
+	base := stepBase(l.cfg.Prefix, k)
+	return []string{base + metaSuffix, base + attemptsSuffix, base + leaseSuffix}
 }
 
 func flag(b bool) string {
