@@ -181,3 +181,58 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// MarshalAttempt returns ev as json.Marshal writes it, byte for byte,
+// without reflection: the runtime publishes attempt events on every
+// attempt. Like json.Marshal it does not validate ev.
+func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
+	if !strictTime(ev.At) {
+		return json.Marshal(ev)
+	}
+	b := make([]byte, 0, 320+len(ev.Error))
+	b = append(b, `{"schema_version":`...)
+	b = strconv.AppendInt(b, int64(ev.SchemaVersion), 10)
+	b = appendField(b, `,"request_id":`, ev.RequestID)
+	b = appendField(b, `,"task_id":`, ev.TaskID)
+	b = appendField(b, `,"step":`, ev.Step)
+	b = appendField(b, `,"persona":`, ev.Persona)
+	b = appendField(b, `,"kind":`, string(ev.Kind))
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(ev.Attempt), 10)
+	b = appendInt(b, `,"max_attempts":`, int64(ev.MaxAttempts))
+	b = appendOptional(b, `,"agent":`, ev.Agent)
+	b = appendOptional(b, `,"class":`, ev.Class)
+	b = appendOptional(b, `,"error":`, ev.Error)
+	if ev.Progress != nil {
+		b = append(b, `,"progress":{"completed":`...)
+		b = strconv.AppendInt(b, int64(ev.Progress.Completed), 10)
+		b = append(b, `,"total":`...)
+		b = strconv.AppendInt(b, int64(ev.Progress.Total), 10)
+		b = append(b, '}')
+	}
+	b = appendInt(b, `,"duration_ms":`, ev.DurationMs)
+	b = appendInt(b, `,"next_attempt":`, int64(ev.NextAttempt))
+	b = appendOptional(b, `,"next_agent":`, ev.NextAgent)
+	b = appendInt(b, `,"next_delay_ms":`, ev.NextDelayMs)
+	b = appendOptional(b, `,"correlation_id":`, ev.CorrelationID)
+	b = append(b, `,"at":"`...)
+	b = ev.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if ev.Usage != nil {
+		u, err := json.Marshal(ev.Usage)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"usage":`...)
+		b = append(b, u...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendInt appends key and n unless n is zero (omitempty).
+func appendInt(b []byte, key string, n int64) []byte {
+	if n == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, key...), n, 10)
+}

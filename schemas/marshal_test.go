@@ -110,3 +110,86 @@ func BenchmarkMarshalOutcome(b *testing.B) {
 		}
 	})
 }
+
+// TestMarshalAttempt holds MarshalAttempt to json.Marshal, byte for byte.
+func TestMarshalAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ev   *schemas.AttemptEvent
+	}{
+		{"Zero", &schemas.AttemptEvent{}},
+		{"Started", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: "started", Attempt: 1, MaxAttempts: 3, Agent: "claude", CorrelationID: "corr-9", At: at,
+		}},
+		{"Failed", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: "failed", Attempt: 2, MaxAttempts: 3, Agent: "codex", Class: "retryable", Error: `429 "slow down" <retry>`,
+			Progress: &schemas.Progress{Completed: 1, Total: 4}, DurationMs: 812, NextAttempt: 3, NextAgent: "claude",
+			NextDelayMs: 2000, At: at.In(time.FixedZone("", 3600)), Usage: &schemas.Usage{InputTokens: 10, CostUSD: 1e-7},
+		}},
+		{"Escapes", &schemas.AttemptEvent{Error: "\xff\u2028\x00\t&", DurationMs: -5, At: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			want, err := json.Marshal(tt.ev)
+			require.NoError(t, err)
+			got, err := schemas.MarshalAttempt(tt.ev)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+func FuzzMarshalAttempt(f *testing.F) {
+	f.Add("req-1", "failed", "boom <x>", int64(1_700_000_000_123_456_789), 3600, 2, int64(1500), 0.25, true)
+	f.Add("\xff", "", "\u2029", int64(-1), -86399, 0, int64(0), 1e22, false)
+	f.Fuzz(func(t *testing.T, id, kind, errText string, unixNano int64, offset, n int, ms int64, cost float64, extras bool) {
+		ev := &schemas.AttemptEvent{
+			SchemaVersion: n, RequestID: id, TaskID: errText, Step: kind, Persona: id, Kind: schemas.AttemptKind(kind),
+			Attempt: n, MaxAttempts: -n, Agent: kind, Class: errText, Error: errText, DurationMs: ms,
+			NextAttempt: n + 1, NextAgent: id, NextDelayMs: -ms, CorrelationID: kind,
+			At: time.Unix(0, unixNano).In(time.FixedZone("", offset%200_000)),
+		}
+		if extras {
+			ev.Progress = &schemas.Progress{Completed: n, Total: offset}
+			ev.Usage = &schemas.Usage{InputTokens: ms, OutputTokens: int64(n), CostUSD: cost}
+		}
+		want, wantErr := json.Marshal(ev)
+		got, err := schemas.MarshalAttempt(ev)
+		if wantErr != nil {
+			require.Error(t, err)
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	})
+}
+
+// BenchmarkMarshalAttempt is the "started" event the runtime publishes per
+// attempt, by MarshalAttempt and by json.Marshal.
+func BenchmarkMarshalAttempt(b *testing.B) {
+	ev := &schemas.AttemptEvent{
+		SchemaVersion: schemas.Version, RequestID: "0b6e0d6c-1d7f-4f0e-9f5e-2b1f2f7d9a11", TaskID: "TASK-42",
+		Step: "plan", Persona: "planner", Kind: "started", Attempt: 1, MaxAttempts: 3, Agent: "claude",
+		CorrelationID: "corr-9", At: at,
+	}
+	b.Run("MarshalAttempt", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := schemas.MarshalAttempt(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JSONMarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
