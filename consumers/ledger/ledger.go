@@ -100,7 +100,7 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	lost, _ := json.Marshal(LostAttemptError)
 	return &Ledger{
-		cfg: cfg, lostError: string(lost), pipe: &pipe{client: cfg.Client},
+		cfg: cfg, lostError: string(lost), pipe: newPipe(cfg.Client),
 		ttlArg: cfg.TTL.Milliseconds(), maxHistoryArg: cfg.MaxHistory,
 	}, nil
 }

@@ -22,10 +22,20 @@ import (
 // A lone caller pays no wait: its batch of one is sent at once.
 type pipe struct {
 	client redis.UniversalClient
+	// direct sends every call on its own, as Script.Run does: on Cluster,
+	// where a pipeline is split by node anyway, and where batched calls
+	// that met a slot migration (TRYAGAIN, ASK) kept the nodes from
+	// settling (TestLedgerClusterReshardAndFailover).
+	direct bool
 
 	mu    sync.Mutex
 	busy  bool
 	queue []*call
+}
+
+func newPipe(c redis.UniversalClient) *pipe {
+	_, cluster := c.(*redis.ClusterClient)
+	return &pipe{client: c, direct: cluster}
 }
 
 // call is one script call in a pipe.
@@ -51,6 +61,9 @@ const maxBatch = 64
 
 // run sends c (in a batch, possibly) and returns its reply.
 func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if p.direct {
+		return script.Run(ctx, p.client, keys, args...)
+	}
 	c := &call{script: script, keys: keys, args: args, wake: make(chan bool, 1)}
 	c.deadline, _ = ctx.Deadline()
 	p.mu.Lock()

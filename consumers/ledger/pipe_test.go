@@ -142,3 +142,13 @@ func TestPipeSendReloadsScriptsInABatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "each call ran once: NOSCRIPT calls did not run the first time")
 }
+
+func TestNewPipeSendsDirectlyOnCluster(t *testing.T) {
+	t.Parallel()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cc.Close() })
+	require.True(t, newPipe(cc).direct)
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = c.Close() })
+	require.False(t, newPipe(c).direct)
+}
