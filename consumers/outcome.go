@@ -74,16 +74,16 @@ func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 // create stores ev as the request's terminal record unless one exists.
 // It returns the record that stands and whether it is ev.
 func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
-	data, err := json.Marshal(ev)
+	data, err := schemas.MarshalOutcome(ev)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode terminal record: %w", err)
 	}
 	msg := &nats.Msg{Subject: s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID), Data: data}
 	// Repeated while a cluster fails over, so completed work is recorded
 	// after the failover instead of released and run again.
-	opts := append([]jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID))},
-		streams.WaitForLeader(streams.LeaderWait)...)
-	_, err = s.js.PublishMsg(ctx, msg, opts...)
+	opts := make([]jetstream.PublishOpt, 0, 1+len(leaderWait))
+	opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID)))
+	_, err = s.js.PublishMsg(ctx, msg, append(opts, leaderWait...)...)
 	if err == nil {
 		return ev, true, nil
 	}
@@ -96,6 +96,10 @@ func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schem
 	}
 	return stored, false, nil
 }
+
+// leaderWait are the options that repeat a terminal record write while a
+// cluster elects a leader; made once, since every write uses them.
+var leaderWait = streams.WaitForLeader(streams.LeaderWait)
 
 // isWrongLastSequence: the server refused a create-once write because a
 // record exists (R1 and R>1 report it with different codes).

@@ -113,3 +113,38 @@ func BenchmarkLedgerPing(b *testing.B) {
 	}
 	reportLatency(b, durs)
 }
+
+// BenchmarkLedgerRedeliveryBegin is what a redelivery's Begin costs: a call
+// to Epoch, then Begin with the floor it implies (TwoCalls), against Begin
+// WithEpochFloor (OneCall). Each op begins a fresh step.
+func BenchmarkLedgerRedeliveryBegin(b *testing.B) {
+	l := newBenchLedger(b)
+	ctx := context.Background()
+	published := time.Now()
+	b.Run("TwoCalls", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			e, err := l.Epoch(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			floor := 0
+			if published.Before(e) {
+				floor = 2
+			}
+			i++
+			if _, err := l.Begin(ctx, ledger.StepKey{TaskID: "two-" + strconv.Itoa(i)}, "req", ledger.WithFloor(floor)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("OneCall", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := l.Begin(ctx, ledger.StepKey{TaskID: "one-" + strconv.Itoa(i)}, "req", ledger.WithEpochFloor(published, 2)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -29,10 +29,14 @@ func (k StepKey) validate() error {
 //	<prefix>:{<task>}:<step>:attempts  list of JSON attempt records, oldest first
 //	<prefix>:{<task>}:<step>:lease     "<token>|<attempt>" of the attempt running now
 //	<prefix>:epoch                     when this data set began (unix ms)
-func metaKey(prefix string, k StepKey) string     { return stepBase(prefix, k) + ":meta" }
-func attemptsKey(prefix string, k StepKey) string { return stepBase(prefix, k) + ":attempts" }
-func leaseKey(prefix string, k StepKey) string    { return stepBase(prefix, k) + ":lease" }
-func epochKey(prefix string) string               { return prefix + ":epoch" }
+func leaseKey(prefix string, k StepKey) string { return stepBase(prefix, k) + leaseSuffix }
+func epochKey(prefix string) string            { return prefix + ":epoch" }
+
+const (
+	metaSuffix     = ":meta"
+	attemptsSuffix = ":attempts"
+	leaseSuffix    = ":lease"
+)
 
 func stepBase(prefix string, k StepKey) string {
 	return prefix + ":{" + escapeTag(k.TaskID) + "}:" + k.Step

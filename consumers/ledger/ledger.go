@@ -85,6 +85,11 @@ type Ledger struct {
 	cfg Config
 	// lostError is LostAttemptError as a JSON string, for the begin script.
 	lostError string
+	// ttlArg and maxHistoryArg are script arguments made once: boxing an
+	// int per call allocates.
+	ttlArg, maxHistoryArg any
+	// pipe batches the Begin and Finish calls of concurrent callers.
+	pipe *pipe
 }
 
 // New returns a Ledger for cfg with defaults applied.
@@ -94,7 +99,10 @@ func New(cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	lost, _ := json.Marshal(LostAttemptError)
-	return &Ledger{cfg: cfg, lostError: string(lost)}, nil
+	return &Ledger{
+		cfg: cfg, lostError: string(lost), pipe: newPipe(cfg.Client),
+		ttlArg: cfg.TTL.Milliseconds(), maxHistoryArg: cfg.MaxHistory,
+	}, nil
 }
 
 // Begun is what Begin found.
@@ -130,6 +138,9 @@ type Begun struct {
 	// Dropped counts older records MaxHistory has removed; History is
 	// complete only when it is zero.
 	Dropped int
+	// Epoch is the ledger's epoch (see Epoch) as Begin WithEpochFloor read
+	// it, whatever else is set; zero without that option.
+	Epoch time.Time
 }
 
 // FinishOptions says how Finish treats an attempt.
@@ -178,6 +189,9 @@ type BeginOption func(*beginOptions)
 type beginOptions struct {
 	lease time.Duration
 	floor int
+	// epochFloor: published (unix ms) and delivered of WithEpochFloor.
+	epochFloor           bool
+	published, delivered int64
 }
 
 // WithLease makes Begin grant the attempt a lease of ttl (at least 1ms) and
@@ -192,6 +206,29 @@ func WithLease(ttl time.Duration) BeginOption {
 // its data never hands out numbers already spent.
 func WithFloor(n int) BeginOption {
 	return func(o *beginOptions) { o.floor = n }
+}
+
+// WithEpochFloor reads the ledger's epoch (see Epoch) in the same round
+// trip as Begin and returns it in Begun.Epoch; when the message was
+// published before it and delivered before (delivered > 1), the attempt is
+// numbered as WithFloor(delivered) numbers it. This is what a redelivery
+// did with a call to Epoch before Begin (creating the epoch marker if
+// missing), in one round trip instead of two. On Redis Cluster, where the
+// epoch marker lives in another slot than the step, Begin still makes the
+// two calls.
+func WithEpochFloor(published time.Time, delivered int) BeginOption {
+	return func(o *beginOptions) {
+		o.epochFloor, o.published, o.delivered = true, published.UnixMilli(), int64(delivered)
+	}
+}
+
+// epochFloorAt is the floor WithEpochFloor implies given the epoch (unix ms):
+// the begin script's rule, for Cluster, where Go applies it.
+func (o beginOptions) epochFloorAt(epoch int64) int {
+	if o.delivered > 1 && o.published < epoch && int(o.delivered) > o.floor {
+		return int(o.delivered)
+	}
+	return o.floor
 }
 
 // State summarises a step's ledger for inspection.
@@ -240,45 +277,75 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	reqJSON, _ := json.Marshal(requestID)
-	res, err := beginScript.Run(ctx, l.cfg.Client, l.keys(key),
-		string(reqJSON),
+	keys := l.keys(key)
+	var epoch time.Time
+	if o.epochFloor {
+		if _, cluster := l.cfg.Client.(*redis.ClusterClient); cluster {
+			e, err := l.Epoch(ctx)
+			if err != nil {
+				return Begun{}, err
+			}
+			epoch, o.floor, o.epochFloor = e, o.epochFloorAt(e.UnixMilli()), false
+		} else {
+			keys = append(keys, epochKey(l.cfg.Prefix))
+		}
+	}
+	args := []any{
+		string(appendString(nil, requestID)),
 		l.cfg.Now().UnixMilli(),
-		l.cfg.TTL.Milliseconds(),
-		l.cfg.MaxHistory,
+		l.ttlArg,
+		l.maxHistoryArg,
 		l.lostError,
 		o.lease.Milliseconds(),
 		o.floor,
-	).Slice()
+	}
+	if o.epochFloor {
+		args = append(args, o.published, o.delivered)
+	}
+	res, err := l.pipe.run(ctx, beginScript, keys, args...).Slice()
 	if err != nil {
 		return Begun{}, l.wrap("begin "+key.String(), err)
 	}
-	return parseBegun(key, res)
+	b, err := parseBegun(key, res)
+	if err != nil {
+		return Begun{}, err
+	}
+	if o.epochFloor {
+		if ms, _ := res[len(res)-1].(int64); ms > 0 {
+			epoch = time.UnixMilli(ms)
+		}
+	}
+	b.Epoch = epoch
+	return b, nil
 }
 
 func parseBegun(key StepKey, res []any) (Begun, error) {
 	bad := func() (Begun, error) {
 		return Begun{}, fmt.Errorf("%w: begin %s: unexpected reply %v", ErrCorrupt, key, res)
 	}
-	if len(res) < 2 {
+	// Every reply ends with the epoch, which Begin reads.
+	if len(res) < 3 {
+		return bad()
+	}
+	if _, ok := res[len(res)-1].(int64); !ok {
 		return bad()
 	}
 	switch flag, _ := res[0].(int64); flag {
 	case 1:
 		id, ok := res[1].(string)
-		if !ok {
+		if len(res) != 3 || !ok {
 			return bad()
 		}
 		return Begun{Done: true, DoneRequestID: id}, nil
 	case 2:
 		pttl, ok1 := res[1].(int64)
 		n, ok2 := res[2].(int64)
-		if len(res) != 3 || !ok1 || !ok2 {
+		if len(res) != 4 || !ok1 || !ok2 {
 			return bad()
 		}
 		return Begun{Busy: true, BusyFor: time.Duration(max(pttl, 0)) * time.Millisecond, BusyAttempt: int(n)}, nil
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return bad()
 	}
 	n, ok1 := res[1].(int64)
@@ -394,15 +461,15 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 	if err != nil {
 		return err
 	}
-	status, err := finishScript.Run(ctx, l.cfg.Client, l.keys(key),
+	status, err := l.pipe.run(ctx, finishScript, l.keys(key),
 		a.Number,
 		flag(opts.Counted),
 		flag(opts.Succeeded),
 		rec,
 		opts.RequestID,
 		now.UnixMilli(),
-		l.cfg.TTL.Milliseconds(),
-		l.cfg.MaxHistory,
+		l.ttlArg,
+		l.maxHistoryArg,
 		opts.Lease.value(),
 	).Text()
 	if err != nil {
@@ -468,7 +535,8 @@ func (l *Ledger) Ping(ctx context.Context) error {
 }
 
 func (l *Ledger) keys(k StepKey) []string {
-	return []string{metaKey(l.cfg.Prefix, k), attemptsKey(l.cfg.Prefix, k), leaseKey(l.cfg.Prefix, k)}
+	base := stepBase(l.cfg.Prefix, k)
+	return []string{base + metaSuffix, base + attemptsSuffix, base + leaseSuffix}
 }
 
 func flag(b bool) string {

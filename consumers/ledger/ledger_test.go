@@ -147,6 +147,7 @@ func allKeys(t *testing.T, c redis.UniversalClient, pattern string) []string {
 }
 
 func runSuite(t *testing.T, b backend) {
+	epochFloorSuite(t, b)
 	t.Run("BeginFinishSequence", func(t *testing.T) {
 		t.Parallel()
 		s := newSetup(t, b, nil)

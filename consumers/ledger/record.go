@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -69,7 +70,7 @@ func encodeRecord(a retry.Attempt, requestID string, maxText int) (string, error
 	if u := a.Usage; !u.IsZero() {
 		r.Usage = &usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
 	}
-	b, err := json.Marshal(r)
+	b, err := r.appendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return "", fmt.Errorf("ledger: encode attempt %d: %w", a.Number, err)
 	}
@@ -137,4 +138,119 @@ func truncate(s string, limit int) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf("…[truncated %d of %d bytes]", len(s)-cut, len(s))
+}
+
+// appendJSON appends r as json.Marshal writes it, byte for byte (a test
+// holds it to that), without reflection: Finish encodes a record per
+// attempt. Usage, rarely set and holding a float, goes through
+// json.Marshal.
+func (r *record) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	if r.Lost {
+		b = append(b, `,"lost":true`...)
+	}
+	b = appendStringField(b, `,"role":`, r.Role)
+	b = appendStringField(b, `,"agent":`, r.Agent)
+	b = append(b, `,"class":`...)
+	b = appendString(b, r.Class)
+	if len(r.ErrorTypes) > 0 {
+		b = append(b, `,"error_types":[`...)
+		for i, t := range r.ErrorTypes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t)
+		}
+		b = append(b, ']')
+	}
+	b = appendStringField(b, `,"error":`, r.Error)
+	b = appendStringField(b, `,"feedback":`, r.Feedback)
+	b = appendStringField(b, `,"output":`, r.Output)
+	if r.RetryAfterMS != 0 {
+		b = append(b, `,"retry_after_ms":`...)
+		b = strconv.AppendInt(b, r.RetryAfterMS, 10)
+	}
+	b = append(b, `,"progress":{"completed":`...)
+	b = strconv.AppendInt(b, int64(r.Progress.Completed), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(r.Progress.Total), 10)
+	b = append(b, `},"duration_ms":`...)
+	b = strconv.AppendInt(b, r.DurationMS, 10)
+	b = append(b, `,"at_ms":`...)
+	b = strconv.AppendInt(b, r.AtMS, 10)
+	b = appendStringField(b, `,"request_id":`, r.RequestID)
+	if r.Usage != nil {
+		u, err := json.Marshal(r.Usage)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"usage":`...)
+		b = append(b, u...)
+	}
+	b = appendStringField(b, `,"trace":`, r.Trace)
+	return append(b, '}'), nil
+}
+
+// appendStringField appends key and s unless s is empty (omitempty).
+func appendStringField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendString(append(b, key...), s)
+}
+
+// appendString appends s as a JSON string exactly as json.Marshal writes
+// it: <, > and & escaped as \u003c, \u003e and \u0026, invalid UTF-8 as
+// \ufffd, U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

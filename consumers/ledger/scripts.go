@@ -24,34 +24,50 @@ import "github.com/redis/go-redis/v9"
 
 // beginScript starts an attempt of one step.
 //
-// KEYS[1] meta hash, KEYS[2] attempts list, KEYS[3] lease.
+// KEYS[1] meta hash, KEYS[2] attempts list, KEYS[3] lease, and optionally
+// KEYS[4] the epoch marker (not on Cluster, where it lives in another slot).
 // ARGV[1] request id as a JSON string; ARGV[2] now (unix ms); ARGV[3] TTL (ms);
 // ARGV[4] max history; ARGV[5] the lost-attempt error text as a JSON string;
 // ARGV[6] lease TTL (ms; "0": no lease); ARGV[7] attempt floor for a step
-// without an entry ("0": none).
-// Returns {1, done request id} when the step has a completion marker, or
-// {2, lease PTTL (ms), holder's attempt} when another attempt holds a live
-// lease (nothing is written either way), else {0, attempt, lost, recorded,
-// {record, ...}, token, fresh}: lost counts the open attempts this call
-// recorded as lost, the records are the kept history, oldest first, those
-// lost records included, token fences the attempt (0 without a lease) and
-// fresh is 1 when the step had no entry.
+// without an entry ("0": none); with KEYS[4]: ARGV[8] when the message was
+// published (unix ms), ARGV[9] its delivery count, which becomes the floor
+// (if higher) when the message is older than the epoch and was delivered
+// before: what the epochScript call and the caller's check did before.
+// Returns {1, done request id, epoch} when the step has a completion
+// marker, or {2, lease PTTL (ms), holder's attempt, epoch} when another
+// attempt holds a live lease (nothing but the epoch marker is written
+// either way), else {0, attempt, lost, recorded, {record, ...}, token,
+// fresh, epoch}: lost counts the open attempts this call recorded as lost,
+// the records are the kept history, oldest first, those lost records
+// included, token fences the attempt (0 without a lease), fresh is 1 when
+// the step had no entry, and epoch is the epoch (unix ms; 0 without
+// KEYS[4]).
 //
 // The lease key holds "<token>|<attempt>" and expires on Redis's own clock
 // after the lease TTL unless Renew or a fenced Finish touches it; the meta
 // field fence counts the tokens handed out.
 var beginScript = redis.NewScript(`
 local meta, list, lease = KEYS[1], KEYS[2], KEYS[3]
+local floor = tonumber(ARGV[7])
+local epoch = 0
+if KEYS[4] then
+  redis.call('SET', KEYS[4], ARGV[2], 'NX')
+  epoch = tonumber(redis.call('GET', KEYS[4]))
+  local delivered = tonumber(ARGV[9])
+  if delivered > 1 and tonumber(ARGV[8]) < epoch and delivered > floor then
+    floor = delivered
+  end
+end
 local done = redis.call('HGET', meta, 'done')
 if done then
-  return {1, done}
+  return {1, done, epoch}
 end
 local leaseTTL = tonumber(ARGV[6])
 if leaseTTL > 0 then
   local holder = redis.call('GET', lease)
   if holder then
     local n = string.match(holder, '|(%d+)$')
-    return {2, redis.call('PTTL', lease), tonumber(n or '0')}
+    return {2, redis.call('PTTL', lease), tonumber(n or '0'), epoch}
   end
 end
 local fresh = 0
@@ -92,7 +108,6 @@ for _, o in ipairs(open) do
   redis.call('HSET', meta, 'l:' .. n, '1')
   recorded = recorded + 1
 end
-local floor = tonumber(ARGV[7])
 if fresh == 1 and floor > 1 then
   nextn = floor - 1
 end
@@ -114,7 +129,7 @@ end
 redis.call('LTRIM', list, -tonumber(ARGV[4]), -1)
 redis.call('PEXPIRE', meta, ARGV[3])
 redis.call('PEXPIRE', list, ARGV[3])
-return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1), token, fresh}
+return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1), token, fresh, epoch}
 `)
 
 // renewScript extends a lease its holder still holds.
