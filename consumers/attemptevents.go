@@ -1,8 +1,6 @@
 package consumers
 
 import (
-	"encoding/json"
-
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -48,7 +46,7 @@ func (r *Runtime) attemptEvent(st *attemptState, kind schemas.AttemptKind) *sche
 }
 
 func (r *Runtime) publishAttempt(st *attemptState, ev *schemas.AttemptEvent) {
-	data, err := json.Marshal(ev)
+	data, err := schemas.MarshalAttempt(ev)
 	if err == nil {
 		err = r.js.Conn().Publish(r.topo.AttemptSubject(ev.RequestID, string(ev.Kind)), data)
 	}

@@ -75,18 +75,11 @@ func (r *Runtime) holdLease(st *attemptState, cancel context.CancelCauseFunc) {
 // beginLeased calls Begin with the attempt's lease and, for a message older
 // than the ledger's data, JetStream's delivery count as the attempt floor.
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, ending, bool) {
-	if st.delivery.Delivered > 1 {
-		// The ledger may have been wiped since the periodic check last read
-		// its epoch (every 2 s): read it before Begin, while the step the
-		// wipe emptied is still fresh and takes the floor. One round trip,
-		// on redeliveries only; an error here fails Begin too.
-		_ = r.refreshEpoch(ctx)
-	}
 	begunAt := time.Now()
-	begun, err := r.callBegin(ctx, st, r.floor(st.delivery))
+	begun, err := r.callBegin(ctx, st)
 	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
 		begunAt = time.Now()
-		begun, err = r.callBegin(ctx, st, r.floor(st.delivery))
+		begun, err = r.callBegin(ctx, st)
 	}
 	switch {
 	case err != nil:
@@ -101,7 +94,7 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 			Msg("an attempt of this request runs elsewhere (live lease); released without counting an attempt")
 		return begun, end, true
 	}
-	if begun.Fresh && r.floor(st.delivery) > 1 {
+	if begun.Fresh && r.floored(st.delivery) {
 		st.log.Warn().Uint64("delivered", st.delivery.Delivered).Int("attempt", begun.Attempt).
 			Msg("ledger lost this request's attempts; numbering from its JetStream delivery count")
 	}
@@ -139,25 +132,33 @@ func (r *Runtime) outwait(ctx context.Context, st *attemptState, left time.Durat
 // request running elsewhere, so it comes back after the lease, not at it.
 const busyMargin = 250 * time.Millisecond
 
-func (r *Runtime) callBegin(ctx context.Context, st *attemptState, floor int) (ledger.Begun, error) {
+// callBegin begins the attempt under its lease. A redelivery also reads
+// the ledger's epoch in the same round trip (the ledger may have been
+// wiped since the periodic check last read it, every 2 s): when the
+// ledger's data is younger than the message, its delivery count is the
+// attempt floor, so no request exceeds its maximum attempts after a wipe
+// (it may get fewer).
+func (r *Runtime) callBegin(ctx context.Context, st *attemptState) (ledger.Begun, error) {
 	t0 := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
-	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID,
-		ledger.WithLease(leaseTTL(st.persona.spec.AckWait)), ledger.WithFloor(floor))
+	opts := []ledger.BeginOption{ledger.WithLease(leaseTTL(st.persona.spec.AckWait))}
+	if d := st.delivery; d.Delivered > 1 {
+		opts = append(opts, ledger.WithEpochFloor(d.Published, int(d.Delivered)))
+	}
+	begun, err := r.ledger.Begin(lctx, stepKey(st.req), st.req.RequestID, opts...)
 	r.obs.LedgerCall("begin", time.Since(t0), err)
 	r.health.ledgerResult(err)
+	if err == nil && !begun.Epoch.IsZero() {
+		r.noteEpoch(begun.Epoch)
+	}
 	return begun, err
 }
 
-// floor is the attempt floor of d: its delivery count when the ledger's
-// data is younger than the message (no request exceeds its maximum
-// attempts after a wipe; it may get fewer), else none.
-func (r *Runtime) floor(d *transport.Delivery) int {
-	if d.Delivered > 1 && r.wipedSince(d) {
-		return int(d.Delivered)
-	}
-	return 0
+// floored reports whether d's attempt was numbered from its delivery
+// count: a redelivery of a message older than the ledger's data.
+func (r *Runtime) floored(d *transport.Delivery) bool {
+	return d.Delivered > 1 && r.wipedSince(d)
 }
 
 // quarantinedBefore catches a redelivery whose quarantine record a previous

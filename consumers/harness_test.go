@@ -41,6 +41,8 @@ func newHarness(t *testing.T, withLedger bool) *harness {
 		r := testenv.StartRedis(t)
 		l, err := ledger.New(ledger.Config{Client: r.Client(t)})
 		require.NoError(t, err)
+		_, err = l.Epoch(context.Background()) // the ledger is older than every message, as deployed
+		require.NoError(t, err)
 		h.ledger = l
 	}
 	return h

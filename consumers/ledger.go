@@ -83,11 +83,17 @@ func (r *Runtime) refreshEpoch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.noteEpoch(e)
+	return nil
+}
+
+// noteEpoch records the ledger's epoch, read by refreshEpoch or by a
+// redelivery's Begin; a new one means the ledger lost its data.
+func (r *Runtime) noteEpoch(e time.Time) {
 	if old := r.epoch.Swap(e.UnixMilli()); old != 0 && old != e.UnixMilli() {
 		r.log.Warn().Time("epoch", e).Time("previous_epoch", time.UnixMilli(old)).
 			Msg("the ledger lost its data (new epoch): attempt counts of older requests fall back to JetStream delivery counts")
 	}
-	return nil
 }
 
 // wipedSince reports whether the ledger's data set is younger than d's
