@@ -281,6 +281,19 @@ func (ep *scaleEndpoint) startedIDs() map[string]time.Time {
 	return out
 }
 
+// firstStarted is when the endpoint received its first request.
+func (ep *scaleEndpoint) firstStarted() time.Time {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	var first time.Time
+	for _, t := range ep.started {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first
+}
+
 func (ep *scaleEndpoint) finishedCount() int {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -532,6 +545,8 @@ type scaleCase struct {
 // scaleResult is one throughput run.
 type scaleResult struct {
 	tput       float64 // requests per second, resume → last outcome
+	steady     float64 // requests per second, first handler start → last outcome
+	firstStart float64 // ms from resume to the first handler start
 	replicaCPU float64 // CPU ms per request, all replica processes (user+sys)
 	benchCPU   float64 // CPU ms per request, this process: nats-server, endpoint, publisher
 }
@@ -567,7 +582,9 @@ func (e *scaleEnv) throughput(b *testing.B, c scaleCase, replicas int) scaleResu
 		b.Errorf("endpoint finished %d of %d requests", got, n)
 	}
 	perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
-	return scaleResult{tput: float64(n) / last.Sub(start).Seconds(), replicaCPU: perReq(replicaCPU), benchCPU: perReq(bench)}
+	first := ep.firstStarted()
+	return scaleResult{tput: float64(n) / last.Sub(start).Seconds(), replicaCPU: perReq(replicaCPU), benchCPU: perReq(bench),
+		steady: float64(n) / last.Sub(first).Seconds(), firstStart: float64(first.Sub(start)) / float64(time.Millisecond)}
 }
 
 // selfCPU is this process's user+system CPU time so far.
@@ -613,6 +630,8 @@ func (e *scaleEnv) scaleOut(b *testing.B, c scaleCase) {
 				one = res.tput
 			}
 			b.ReportMetric(res.tput, "req/s")
+			b.ReportMetric(res.steady, "steady_req/s")
+			b.ReportMetric(res.firstStart, "first_start_ms")
 			b.ReportMetric(res.replicaCPU, "replica-cpu-ms/req")
 			b.ReportMetric(res.benchCPU, "server-cpu-ms/req")
 			b.ReportMetric(0, "ns/op")
