@@ -84,7 +84,7 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 	})
 	logger := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	cfg := consumers.Config{
-		JetStream: rjs, Topology: q.topo, Logger: &logger,
+		JetStream: rjs, Topology: q.topo, Logger: &logger, WithoutLedger: !withLedger,
 		Personas: []consumers.Persona{{
 			Name: personaqPersona, Handler: handler,
 			Policy:      retry.Policy{Name: "peers", MaxAttempts: 3, AttemptTimeout: 10 * time.Second, Schedule: retry.Fixed{Every: retryDelay}},
@@ -122,6 +122,12 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 // warmLedger runs one Begin/Finish so the ledger's scripts are loaded
 // before the timed part (no EVALSHA falls back to EVAL while timed).
 func warmLedger(ctx context.Context, l *ledger.Ledger) error {
+	// The ledger's data set begins before the jobs are enqueued, as a
+	// deployed ledger's does (a job older than it counts as one that
+	// outlived a wipe, and pays a terminal-record lookup).
+	if _, err := l.Epoch(ctx); err != nil {
+		return err
+	}
 	k := ledger.StepKey{TaskID: "warm-up", Step: "main"}
 	bg, err := l.Begin(ctx, k, "warm")
 	if err != nil {
