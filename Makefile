@@ -38,6 +38,7 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkTracingRatio$$' -benchtime=3x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkRedeliveryLateness$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSlowInFlight$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkSlotCeiling$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./consumers/ledger/ ./schemas/
 	$(GO) test -run='^$$' -bench='^BenchmarkScaleOut$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkFailover$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
