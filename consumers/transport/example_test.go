@@ -1,0 +1,61 @@
+package transport_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/transport"
+)
+
+// A watermill Router on a persona's durable consumer: at most 8 messages
+// at once, each heartbeated while its handler runs and settled by the
+// handler itself (SettleInline), so no goroutine waits per message.
+func Example() {
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sub, err := transport.NewSubscriber(transport.Config{
+		JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 8, SettleInline: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The topic is the persona: the subscriber binds to its durable consumer.
+	router.AddConsumerHandler("summarizer", "summarizer", sub, func(msg *message.Message) error {
+		d, _ := transport.DeliveryFrom(msg.Context())
+		if d.Delivered > 3 {
+			transport.AckWithTerm(msg, "too many deliveries") // Term: never redelivered
+			return nil
+		}
+		if err := summarize(msg.Context(), msg.Payload); err != nil {
+			transport.NackWithDelay(msg, 2*time.Second) // held here, redelivered when due
+			return nil
+		}
+		transport.Ack(msg)
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := router.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_ = sub.Close() // drains: in-flight messages get DrainTimeout, the rest are released
+}
+
+func summarize(context.Context, []byte) error { return nil }
