@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/personaq/personaq/integration/testenv"
 )
 
 // Every command returns with nothing it started still running.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.NATSClientLeaks...) }
