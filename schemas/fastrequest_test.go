@@ -188,3 +188,21 @@ func TestFastRequestEmptySlices(t *testing.T) {
 	require.NotNil(t, got.PolicyOverrides.BackoffMs)
 	require.NotNil(t, got.PolicyOverrides.NonRetryable)
 }
+
+// FuzzFastRequestFields fuzzes the text inside an otherwise valid request,
+// where the fast path, not the JSON around it, decides: a string's raw
+// contents, input's text, two numbers and a date-time.
+func FuzzFastRequestFields(f *testing.F) {
+	f.Add(`a\u00e9\ud83d\ude00\n`, `{"a":[1,null,"\/"]}`, `5`, `2.5`, `2025-01-01T00:00:00Z`)
+	f.Add(`\uD83D\uDE00`, ` [ ] `, `-0`, `1e-400`, `2025-01-01T00:00:00.5+01:00`)
+	for _, c := range fastRequestCases {
+		f.Add(c.name, c.json, "0", "0", "2025-01-01T00:00:00Z")
+	}
+	f.Fuzz(func(t *testing.T, text, input, total, cost, at string) {
+		data := []byte(request(`"request_id":"`+text+`"`, `"input":`+input, `"progress_total":`+total,
+			`"budget":{"max_cost_usd":`+cost+`}`, `"created_at":"`+at+`"`,
+			`"policy_overrides":{"non_retryable":["`+text+`"]}`))
+		requireFastSound(t, data, schemas.FastDecodeRequest, schemas.FullDecodeRequest)
+		requireSameAnswer(t, data)
+	})
+}
