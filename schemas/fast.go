@@ -225,9 +225,10 @@ func safeToken(s string) bool {
 	return true
 }
 
-// fastScan walks JSON text that json.Unmarshal has already accepted. It
-// still never indexes out of range, so that a mistake costs a fall back,
-// not a panic.
+// fastScan walks JSON text in one pass, as strictly as encoding/json
+// (fastvalue.go): the outcome path's text json.Unmarshal has already
+// accepted, the request path's text nothing else checks. It never indexes
+// out of range, so that a mistake costs a fall back, not a panic.
 type fastScan struct {
 	data []byte
 	i    int

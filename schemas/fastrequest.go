@@ -22,24 +22,35 @@ func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
 	if !ok || !s.end() || top&requestRequired != requestRequired || !s.fillText() {
 		return nil, false
 	}
+	// The time is parsed exactly as json.Unmarshal parses it, by
+	// time.Time's UnmarshalJSON on the quoted text; here, not where the
+	// scan found it, since its frames are the deepest of all.
 	v := s.v
-	if !runesIn(v.RequestID, 1, 256) ||
-		!safeToken(v.TaskID) || !safeToken(v.Step) || !safeToken(v.Persona) ||
-		!runesIn(v.Policy, 0, 64) ||
-		!runesIn(v.CorrelationID, 0, 256) {
-		return nil, false
-	}
-	if top&(1<<reqAgents) != 0 && (!runesIn(v.Agents.Primary, 1, 256) || !runesIn(v.Agents.Fallback, 0, 256)) {
+	if v.CreatedAt.UnmarshalJSON(data[s.createdAt.from:s.createdAt.to]) != nil ||
+		!textValid(v, top&(1<<reqAgents) != 0) {
 		return nil, false
 	}
 	return v, true
 }
 
+// textValid checks the plain strings against their schema, once fillText
+// has built them.
+func textValid(v *PersonaRequest, agents bool) bool {
+	if agents && (!runesIn(v.Agents.Primary, 1, 256) || !runesIn(v.Agents.Fallback, 0, 256)) {
+		return false
+	}
+	return runesIn(v.RequestID, 1, 256) &&
+		safeToken(v.TaskID) && safeToken(v.Step) && safeToken(v.Persona) &&
+		runesIn(v.Policy, 0, 64) &&
+		runesIn(v.CorrelationID, 0, 256)
+}
+
 // requestScan fills v as fastScan walks a request.
 type requestScan struct {
 	fastScan
-	v    *PersonaRequest
-	text [numTextFields]span // where each plain string's raw contents are
+	v         *PersonaRequest
+	text      [numTextFields]span // where each plain string's raw contents are
+	createdAt span                // created_at's text, quotes included
 }
 
 // span is a range of the message, data[from:to].
@@ -90,7 +101,9 @@ func (s *requestScan) field(k int) bool {
 	case reqCorrelationID:
 		return s.textAt(textCorrelationID)
 	case reqCreatedAt:
-		return s.createdAt()
+		raw, escaped, ok := s.str()
+		s.createdAt = span{int32(s.i - 2 - len(raw)), int32(s.i)}
+		return ok && !escaped && rfc3339Shape(raw)
 	case reqBudget:
 		s.v.Budget = new(Budget)
 		_, ok := s.object(budgetKeys[:], s.budget)
@@ -146,16 +159,6 @@ func (s *requestScan) input() bool {
 	return true
 }
 
-// createdAt parses the time exactly as json.Unmarshal does, with
-// time.Time's UnmarshalJSON on the quoted text.
-func (s *requestScan) createdAt() bool {
-	raw, escaped, ok := s.str()
-	if !ok || escaped || !rfc3339Shape(raw) {
-		return false
-	}
-	return s.v.CreatedAt.UnmarshalJSON(s.data[s.i-len(raw)-2:s.i]) == nil
-}
-
 func (s *requestScan) override(k int) bool {
 	o := s.v.PolicyOverrides
 	switch k {
@@ -168,7 +171,7 @@ func (s *requestScan) override(k int) bool {
 		o.AttemptTimeoutMs = n
 		return ok
 	case ovBackoff:
-		o.BackoffMs = []int64{} // json makes [] an empty slice, not nil
+		o.BackoffMs = make([]int64, 0, 4) // json makes [] empty, not nil; 4 fits most schedules
 		return s.array(func() bool {
 			n, ok := s.integer(0, 86_400_000)
 			o.BackoffMs = append(o.BackoffMs, n)
@@ -199,9 +202,14 @@ func (s *requestScan) budget(k int) bool {
 	if !ok || tok[0] == '-' {
 		return false
 	}
-	f, err := strconv.ParseFloat(string(tok), 64)
+	f, ok := exactFloat(tok)
+	if !ok {
+		var err error
+		f, err = strconv.ParseFloat(string(tok), 64)
+		ok = err == nil
+	}
 	b.MaxCostUSD = f
-	return err == nil
+	return ok
 }
 
 // array scans an array of at most 100 items (the schema's maxItems for
