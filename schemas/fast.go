@@ -6,16 +6,16 @@ import (
 	"unicode/utf8"
 )
 
-// The fast paths below decode a message with json.Unmarshal alone and then
-// check the decoded value by hand against everything its schema and check
-// demand. They answer only "valid" (and return the value json.Unmarshal
-// produced, which is exactly what the full path returns) or "not sure": any
-// doubt, including every invalid message, sends the input to the full path,
-// which finds and reports the error. So the fast path changes speed, never
-// the accepted set or an error.
+// The fast paths answer only "valid" (and return exactly the value the full
+// path returns) or "not sure": any doubt, including every invalid message,
+// sends the input to the full path, which finds and reports the error. So
+// the fast path changes speed, never the accepted set or an error.
 //
-// What json.Unmarshal does not tell us is recovered from one pass over the
-// (by then known to be valid) JSON text, by fastScan:
+// The outcome path decodes with json.Unmarshal and then checks the decoded
+// value by hand. The request path (fastrequest.go) decodes without
+// reflection: one pass of fastScan checks the JSON text as strictly as
+// encoding/json does and fills the struct as it goes. Either way, these are
+// what json.Unmarshal would not tell apart, and what falls back:
 //   - key spelling: json.Unmarshal matches keys case-insensitively (and
 //     folds "ſ" and "K"), the schema does not. Keys must be exactly a known
 //     name, unescaped, or we fall back;
@@ -30,84 +30,6 @@ import (
 //   - text: json.Unmarshal turns invalid UTF-8 and lone surrogate escapes
 //     into U+FFFD, the full path refuses them (checkText). isText checks
 //     before anything else.
-
-// fastDecodeRequest returns the request and true if data is certainly valid.
-func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
-	if len(data) > MaxPayloadBytes || !isText(data) {
-		return nil, false
-	}
-	v := new(PersonaRequest)
-	if json.Unmarshal(data, v) != nil {
-		return nil, false
-	}
-	sc := fastScan{data: data}
-	top, ok := sc.object(requestKeys[:], func(k int) bool {
-		switch k {
-		case reqInput:
-			return sc.skip(true)
-		case reqAgents:
-			_, ok := sc.object(agentsKeys[:], func(int) bool { return sc.skip(false) })
-			return ok
-		case reqPolicyOverrides:
-			var ok bool
-			sc.overrides, ok = sc.object(overridesKeys[:], func(int) bool { return sc.skip(false) })
-			return ok
-		case reqBudget:
-			_, ok := sc.object(budgetKeys[:], func(int) bool { return sc.skip(false) })
-			return ok
-		case reqCreatedAt:
-			return sc.dateTime()
-		}
-		return sc.skip(false)
-	})
-	if !ok || !sc.end() || top&requestRequired != requestRequired {
-		return nil, false
-	}
-	if v.SchemaVersion != Version ||
-		!runesIn(v.RequestID, 1, 256) ||
-		!safeToken(v.TaskID) || !safeToken(v.Step) || !safeToken(v.Persona) ||
-		!runesIn(v.Policy, 0, 64) ||
-		!runesIn(v.CorrelationID, 0, 256) ||
-		v.ProgressTotal < 0 || v.ProgressTotal > math.MaxInt32 {
-		return nil, false
-	}
-	if top&(1<<reqAgents) != 0 && (!runesIn(v.Agents.Primary, 1, 256) || !runesIn(v.Agents.Fallback, 0, 256)) {
-		return nil, false
-	}
-	if top&(1<<reqPolicyOverrides) != 0 && !overridesValid(v.PolicyOverrides, sc.overrides) {
-		return nil, false
-	}
-	if top&(1<<reqBudget) != 0 && (v.Budget == nil || v.Budget.MaxTokens < 0 || !(v.Budget.MaxCostUSD >= 0)) {
-		return nil, false
-	}
-	return v, true
-}
-
-func overridesValid(o *PolicyOverrides, present uint64) bool {
-	if o == nil {
-		return false
-	}
-	if present&(1<<ovMaxAttempts) != 0 && (o.MaxAttempts < 1 || o.MaxAttempts > 100) {
-		return false
-	}
-	if present&(1<<ovAttemptTimeout) != 0 && (o.AttemptTimeoutMs < 1 || o.AttemptTimeoutMs > 86_400_000) {
-		return false
-	}
-	if len(o.BackoffMs) > 100 || len(o.NonRetryable) > 100 {
-		return false
-	}
-	for _, b := range o.BackoffMs {
-		if b < 0 || b > 86_400_000 {
-			return false
-		}
-	}
-	for _, s := range o.NonRetryable {
-		if !runesIn(s, 1, 256) {
-			return false
-		}
-	}
-	return true
-}
 
 // fastDecodeOutcome returns the event and true if data is certainly valid.
 func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
@@ -303,13 +225,13 @@ func safeToken(s string) bool {
 	return true
 }
 
-// fastScan walks JSON text that json.Unmarshal has already accepted. It
-// still never indexes out of range, so that a mistake costs a fall back,
-// not a panic.
+// fastScan walks JSON text in one pass, as strictly as encoding/json
+// (fastvalue.go): the outcome path's text json.Unmarshal has already
+// accepted, the request path's text nothing else checks. It never indexes
+// out of range, so that a mistake costs a fall back, not a panic.
 type fastScan struct {
-	data      []byte
-	i         int
-	overrides uint64 // presence mask of policy_overrides, set by the request scan
+	data []byte
+	i    int
 }
 
 func (s *fastScan) ws() {
@@ -388,110 +310,11 @@ func indexOf(names []string, key []byte) int {
 	return -1
 }
 
-// str scans a string and returns its raw contents, and whether they hold
-// an escape.
-func (s *fastScan) str() (raw []byte, escaped, ok bool) {
-	if s.peek() != '"' {
-		return nil, false, false
-	}
-	s.i++
-	start := s.i
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case '"':
-			raw = s.data[start:s.i]
-			s.i++
-			return raw, escaped, true
-		case '\\':
-			escaped = true
-			s.i += 2
-		default:
-			s.i++
-		}
-	}
-	return nil, false, false
-}
-
 // dateTime scans a string value that must be an unescaped RFC 3339
 // date-time; json.Unmarshal has already parsed it into a time.Time.
 func (s *fastScan) dateTime() bool {
 	raw, escaped, ok := s.str()
 	return ok && !escaped && rfc3339Shape(raw)
-}
-
-// skip scans any value; a null (at any depth) fails unless nullOK.
-func (s *fastScan) skip(nullOK bool) bool {
-	switch c := s.peek(); c {
-	case '"':
-		_, _, ok := s.str()
-		return ok
-	case '{':
-		s.i++
-		if s.peek() == '}' {
-			s.i++
-			return true
-		}
-		for {
-			if _, _, ok := s.str(); !ok || s.peek() != ':' {
-				return false
-			}
-			s.i++
-			if !s.skip(nullOK) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return true
-			default:
-				return false
-			}
-		}
-	case '[':
-		s.i++
-		if s.peek() == ']' {
-			s.i++
-			return true
-		}
-		for {
-			if !s.skip(nullOK) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return true
-			default:
-				return false
-			}
-		}
-	case 'n':
-		if !nullOK {
-			return false
-		}
-		return s.literal("null")
-	case 't':
-		return s.literal("true")
-	case 'f':
-		return s.literal("false")
-	default:
-		if c != '-' && (c < '0' || c > '9') {
-			return false
-		}
-		for s.i < len(s.data) {
-			switch s.data[s.i] {
-			case '-', '+', '.', 'e', 'E', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-				s.i++
-			default:
-				return true
-			}
-		}
-		return true
-	}
 }
 
 func (s *fastScan) literal(lit string) bool {

@@ -1,6 +1,8 @@
 package schemas_test
 
 import (
+	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,17 +12,34 @@ import (
 )
 
 // requireFastSound holds for any input: what the fast path accepts, the
-// full path accepts too, as the same value.
+// full path accepts too, as the same value (reflect.DeepEqual: time
+// locations and empty against nil slices count), and the value shares no
+// memory with the input, which the caller may reuse.
 func requireFastSound[T any](t *testing.T, data []byte, fast func([]byte) (*T, bool), full func([]byte) (*T, error)) {
 	t.Helper()
-	got, ok := fast(data)
+	buf := bytes.Clone(data)
+	got, ok := fast(buf)
 	if !ok {
 		require.Nil(t, got)
 		return
 	}
+	for i := range buf {
+		buf[i] = '#'
+	}
 	want, err := full(data)
 	require.NoError(t, err, "fast path accepted what the schema rejects: %q", data)
 	require.Empty(t, cmp.Diff(want, got), "input: %q", data)
+	require.True(t, reflect.DeepEqual(want, got), "input: %q\nfull: %#v\nfast: %#v", data, want, got)
+}
+
+// requireSameAnswer holds for any input: DecodeRequest (fast path first)
+// answers exactly as the full path alone, error included.
+func requireSameAnswer(t *testing.T, data []byte) {
+	t.Helper()
+	got, gotErr := schemas.DecodeRequest(data)
+	want, wantErr := schemas.FullDecodeRequest(data)
+	require.Equal(t, wantErr, gotErr, "input: %q", data)
+	require.True(t, reflect.DeepEqual(want, got), "input: %q\nfull: %#v\ngot: %#v", data, want, got)
 }
 
 func FuzzFastRequest(f *testing.F) {
@@ -28,8 +47,12 @@ func FuzzFastRequest(f *testing.F) {
 	for _, s := range fastSeedsRequest {
 		f.Add([]byte(s))
 	}
+	for _, c := range fastRequestCases {
+		f.Add([]byte(c.json))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		requireFastSound(t, data, schemas.FastDecodeRequest, schemas.FullDecodeRequest)
+		requireSameAnswer(t, data)
 	})
 }
 

@@ -21,9 +21,13 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range fastSeedsRequest {
 		f.Add([]byte(s))
 	}
+	for _, c := range fastRequestCases {
+		f.Add([]byte(c.json))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkDecoded(t, data, schemas.DecodeRequest)
 		requireFastSound(t, data, schemas.FastDecodeRequest, schemas.FullDecodeRequest)
+		requireSameAnswer(t, data)
 	})
 }
 
