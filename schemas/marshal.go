@@ -60,7 +60,7 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 	}
 	if ev.OutputRef != nil {
 		b = append(b, `,"output_ref":{"bucket":`...)
-		b = appendString(b, ev.OutputRef.Bucket)
+		b = AppendString(b, ev.OutputRef.Bucket)
 		b = appendField(b, `,"name":`, ev.OutputRef.Name)
 		b = append(b, `,"size":`...)
 		b = strconv.AppendInt(b, ev.OutputRef.Size, 10)
@@ -117,7 +117,7 @@ func appendRaw(b, raw []byte) ([]byte, error) {
 	return append(b, out...), nil
 }
 
-func appendField(b []byte, key, s string) []byte { return appendString(append(b, key...), s) }
+func appendField(b []byte, key, s string) []byte { return AppendString(append(b, key...), s) }
 
 // appendOptional is appendField for an omitempty string.
 func appendOptional(b []byte, key, s string) []byte {
@@ -127,10 +127,11 @@ func appendOptional(b []byte, key, s string) []byte {
 	return appendField(b, key, s)
 }
 
-// appendString appends s as a JSON string exactly as json.Marshal writes
+// AppendString appends s as a JSON string exactly as json.Marshal writes
 // it: <, > and & escaped as \u003c, \u003e and \u0026, invalid UTF-8 as
-// \ufffd, U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
+// \ufffd, U+2028 and U+2029 escaped. For encoders that must match
+// json.Marshal byte for byte without its reflection.
+func AppendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Defaults applied by New.
@@ -291,7 +292,7 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 		}
 	}
 	args := []any{
-		string(appendString(nil, requestID)),
+		string(schemas.AppendString(nil, requestID)),
 		l.cfg.Now().UnixMilli(),
 		l.ttlArg,
 		l.maxHistoryArg,

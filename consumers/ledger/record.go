@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // LostAttemptError is the error text of an attempt the ledger recorded on its
@@ -153,14 +154,14 @@ func (r *record) appendJSON(b []byte) ([]byte, error) {
 	b = appendStringField(b, `,"role":`, r.Role)
 	b = appendStringField(b, `,"agent":`, r.Agent)
 	b = append(b, `,"class":`...)
-	b = appendString(b, r.Class)
+	b = schemas.AppendString(b, r.Class)
 	if len(r.ErrorTypes) > 0 {
 		b = append(b, `,"error_types":[`...)
 		for i, t := range r.ErrorTypes {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, t)
+			b = schemas.AppendString(b, t)
 		}
 		b = append(b, ']')
 	}
@@ -197,60 +198,5 @@ func appendStringField(b []byte, key, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendString(append(b, key...), s)
-}
-
-// appendString appends s as a JSON string exactly as json.Marshal writes
-// it: <, > and & escaped as \u003c, \u003e and \u0026, invalid UTF-8 as
-// \ufffd, U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return schemas.AppendString(append(b, key...), s)
 }
