@@ -72,16 +72,7 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 		b = ev.SubmittedAt.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
-	if ev.Usage != nil {
-		// The float's formatting is json.Marshal's own: leave it to it.
-		u, err := json.Marshal(ev.Usage)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, `,"usage":`...)
-		b = append(b, u...)
-	}
-	return append(b, '}'), nil
+	return appendUsage(b, ev.Usage)
 }
 
 // strictTime reports whether time.Time.MarshalJSON writes t as
@@ -219,13 +210,18 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = append(b, `,"at":"`...)
 	b = ev.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
-	if ev.Usage != nil {
-		u, err := json.Marshal(ev.Usage)
+	return appendUsage(b, ev.Usage)
+}
+
+// appendUsage appends the usage field (when u is set) and closes the
+// object. The floats' formatting is json.Marshal's own: it is left to it.
+func appendUsage(b []byte, u *Usage) ([]byte, error) {
+	if u != nil {
+		raw, err := json.Marshal(u)
 		if err != nil {
 			return nil, err
 		}
-		b = append(b, `,"usage":`...)
-		b = append(b, u...)
+		b = append(append(b, `,"usage":`...), raw...)
 	}
 	return append(b, '}'), nil
 }
