@@ -92,6 +92,10 @@ func TestFaultKillReplicaWithAgents(t *testing.T) {
 	reqs := e.requests("killed", 6, "ok", "failonce")
 	e.publish(reqs...)
 	waitUntil(t, "killed-1 running 4 agents", 30*time.Second, func() bool { return len(a.agents()) >= 4 })
+	// Stopped first, so the agents listed are all it has when it dies: a
+	// running replica may start another agent between the listing and the
+	// kill, which the check would then find never ended.
+	require.NoError(t, a.signal(syscall.SIGSTOP))
 	agents := a.agents()
 	killedAt := time.Now()
 	a.kill()
