@@ -29,13 +29,7 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(ev.Attempts), 10)
 	b = appendOptional(b, `,"agent":`, ev.Agent)
-	if ev.Progress != nil {
-		b = append(b, `,"progress":{"completed":`...)
-		b = strconv.AppendInt(b, int64(ev.Progress.Completed), 10)
-		b = append(b, `,"total":`...)
-		b = strconv.AppendInt(b, int64(ev.Progress.Total), 10)
-		b = append(b, '}')
-	}
+	b = appendProgress(b, ev.Progress)
 	b = appendOptional(b, `,"last_error":`, ev.LastError)
 	b = append(b, `,"duration_ms":`...)
 	b = strconv.AppendInt(b, ev.DurationMs, 10)
@@ -195,13 +189,7 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = appendOptional(b, `,"agent":`, ev.Agent)
 	b = appendOptional(b, `,"class":`, ev.Class)
 	b = appendOptional(b, `,"error":`, ev.Error)
-	if ev.Progress != nil {
-		b = append(b, `,"progress":{"completed":`...)
-		b = strconv.AppendInt(b, int64(ev.Progress.Completed), 10)
-		b = append(b, `,"total":`...)
-		b = strconv.AppendInt(b, int64(ev.Progress.Total), 10)
-		b = append(b, '}')
-	}
+	b = appendProgress(b, ev.Progress)
 	b = appendInt(b, `,"duration_ms":`, ev.DurationMs)
 	b = appendInt(b, `,"next_attempt":`, int64(ev.NextAttempt))
 	b = appendOptional(b, `,"next_agent":`, ev.NextAgent)
@@ -211,6 +199,18 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = ev.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	return appendUsage(b, ev.Usage)
+}
+
+// appendProgress appends the progress field, when p is set.
+func appendProgress(b []byte, p *Progress) []byte {
+	if p == nil {
+		return b
+	}
+	b = append(b, `,"progress":{"completed":`...)
+	b = strconv.AppendInt(b, int64(p.Completed), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(p.Total), 10)
+	return append(b, '}')
 }
 
 // appendUsage appends the usage field (when u is set) and closes the
