@@ -21,12 +21,15 @@ func TestListFiltersAndPaging(t *testing.T) {
 	stuck := scaled(retry.PersonaPolicy(time.Minute))
 	stuck.AttemptTimeout = time.Minute
 	e := newEnv(t, consumers.Persona{Name: "stuck", Policy: stuck, Handler: handlers.Func(
-		func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) { <-ctx.Done(); return handlers.Result{}, ctx.Err() })})
+		func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
+			<-ctx.Done()
+			return handlers.Result{}, ctx.Err()
+		})})
 	var wantA []string
 	for i := range 7 {
 		st := e.submit(map[string]any{"persona": "echo", "task_id": "task-a", "request_id": fmt.Sprintf("a-%d", i)})
 		wantA = append([]string{st["request_id"].(string)}, wantA...) // newest first
-		time.Sleep(2 * time.Millisecond)                                 // distinct created_at
+		time.Sleep(2 * time.Millisecond)                              // distinct created_at
 	}
 	e.submit(map[string]any{"persona": "terminal", "task_id": "task-b", "request_id": "b-1"})
 	e.submit(map[string]any{"persona": "stuck", "task_id": "task-b", "request_id": "b-2"})
