@@ -110,9 +110,9 @@ func pyStartDev(t *testing.T, bin, redisURL string) string {
 	case url := <-found:
 		return url
 	case <-exited:
-		t.Fatalf("personaq dev exited before serving the API:\n%s", logs.String())
+		t.Fatal("personaq dev exited before serving the API (its output follows)")
 	case <-time.After(60 * time.Second):
-		t.Fatalf("personaq dev printed no \"API at\" line in 60s:\n%s", logs.String())
+		t.Fatal("personaq dev printed no \"API at\" line in 60s (its output follows)")
 	}
 	return ""
 }

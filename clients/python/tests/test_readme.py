@@ -48,18 +48,23 @@ class PackagingTest(unittest.TestCase):
             from setuptools import build_meta
         except ImportError:
             raise unittest.SkipTest("setuptools is not installed: cannot build the package offline")
+        import contextlib
         import importlib.util
+        import io
         import shutil
         import tarfile
-        wheel = importlib.util.find_spec("wheel") is not None or \
-            tuple(int(x) for x in setuptools.__version__.split(".")[:2]) >= (70, 1)
+        version = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+        if version < (61, 0):
+            raise unittest.SkipTest("setuptools %s is older than the 61 pyproject.toml requires" % setuptools.__version__)
+        wheel = importlib.util.find_spec("wheel") is not None or version >= (70, 1)
         with tempfile.TemporaryDirectory() as tmp:
             src, out = os.path.join(tmp, "src"), os.path.join(tmp, "out")
             shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns("tests", "__pycache__", "build", "*.egg-info"))
             cwd = os.getcwd()
             os.chdir(src)
             try:
-                name = build_meta.build_wheel(out) if wheel else build_meta.build_sdist(out)
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    name = build_meta.build_wheel(out) if wheel else build_meta.build_sdist(out)
             finally:
                 os.chdir(cwd)
             path = os.path.join(out, name)
