@@ -65,7 +65,7 @@ class AsyncLiveTest(unittest.IsolatedAsyncioTestCase):
     async def test_events_and_resume(self):
         st = await self.client.submit("flaky", task("pya-events"))
         events = [e async for e in self.client.events(st.request_id)]
-        self.assertEqual(events[0].kind, "queued")
+        self.assertIn("queued", [e.kind for e in events])
         self.assertEqual(events[-1].kind, "terminal")
         resumed = [e async for e in self.client.events(st.request_id, last_event_id=events[2].id)]
         self.assertEqual([e.id for e in resumed], [e.id for e in events[3:]])

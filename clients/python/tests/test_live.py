@@ -177,7 +177,9 @@ class EventsTest(LiveCase):
         st = self.client.submit("flaky", task("py-events"))
         events = list(self.client.events(st.request_id))
         kinds = [e.kind for e in events]
-        self.assertEqual(kinds[0], "queued")
+        # queued is published by the submit path, started by the replica:
+        # a fast replica's started can come first.
+        self.assertEqual(kinds.count("queued"), 1, kinds)
         self.assertEqual(kinds.count("started"), 3)
         self.assertEqual(kinds.count("failed"), 2)
         self.assertEqual(kinds[-1], "terminal")
