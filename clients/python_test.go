@@ -31,15 +31,15 @@ func TestPythonClient(t *testing.T) {
 	root := pyRepoRoot(t)
 	rs := testenv.StartRedis(t)
 	bin := pyBuildPersonaq(t, root)
-	url := pyStartDev(t, bin, "redis://"+rs.Addr+"/0")
+	dev := pyStartDev(t, bin, "redis://"+rs.Addr+"/0")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "clients/python/tests", "-v")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
-		"PERSONAQ_URL="+url, "PERSONAQ_API_TOKEN="+pyToken,
-		"PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+		"PERSONAQ_URL="+dev.apiURL, "PERSONAQ_API_TOKEN="+pyToken,
+		"PERSONAQ_BIN="+bin, "PERSONAQ_NATS_URL="+dev.natsURL, "PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python client tests failed (%v):\n%s", err, out)
@@ -81,12 +81,18 @@ func pyBuildPersonaq(t *testing.T, root string) string {
 	return bin
 }
 
-var pyAPIAt = regexp.MustCompile(`API at (https?://\S+)`)
+var (
+	pyAPIAt  = regexp.MustCompile(`API at (https?://\S+)`)
+	pyNATSAt = regexp.MustCompile(`NATS at (nats://\S+)`)
+)
+
+// pyDev is a running `personaq dev`: its API and NATS URLs.
+type pyDev struct{ apiURL, natsURL string }
 
 // pyStartDev starts `personaq dev` serving the demo personas and no
-// workload, waits for its "API at" line and returns the API's URL. The
-// process is stopped (SIGTERM, then killed) when the test ends.
-func pyStartDev(t *testing.T, bin, redisURL string) string {
+// workload, waits for its "API at" and "NATS at" lines and returns the
+// URLs. The process is stopped (SIGTERM, then killed) when the test ends.
+func pyStartDev(t *testing.T, bin, redisURL string) pyDev {
 	t.Helper()
 	cmd := exec.Command(bin, "dev", "--per-persona", "0", "--console", "127.0.0.1:0",
 		"--data-dir", t.TempDir(), "--redis-url", redisURL)
@@ -104,28 +110,35 @@ func pyStartDev(t *testing.T, bin, redisURL string) string {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { pyStop(t, cmd, exited, logs) })
 
-	found := make(chan string, 1)
+	found := make(chan pyDev, 1)
 	go pyScan(stdout, logs, found)
 	select {
-	case url := <-found:
-		return url
+	case dev := <-found:
+		return dev
 	case <-exited:
 		t.Fatal("personaq dev exited before serving the API (its output follows)")
 	case <-time.After(60 * time.Second):
-		t.Fatal("personaq dev printed no \"API at\" line in 60s (its output follows)")
+		t.Fatal("personaq dev printed no \"API at\" and \"NATS at\" lines in 60s (its output follows)")
 	}
-	return ""
+	return pyDev{}
 }
 
-// pyScan copies dev's stdout into logs and sends the API URL once seen.
-func pyScan(stdout io.Reader, logs *pyLockedBuffer, found chan<- string) {
+// pyScan copies dev's stdout into logs and sends the URLs once both are seen.
+func pyScan(stdout io.Reader, logs *pyLockedBuffer, found chan<- pyDev) {
 	sc := bufio.NewScanner(stdout)
+	var dev pyDev
 	sent := false
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(logs, line)
-		if m := pyAPIAt.FindStringSubmatch(line); m != nil && !sent {
-			found <- m[1]
+		if m := pyAPIAt.FindStringSubmatch(line); m != nil && dev.apiURL == "" {
+			dev.apiURL = m[1]
+		}
+		if m := pyNATSAt.FindStringSubmatch(line); m != nil && dev.natsURL == "" {
+			dev.natsURL = m[1]
+		}
+		if dev.apiURL != "" && dev.natsURL != "" && !sent {
+			found <- dev
 			sent = true
 		}
 	}
