@@ -4,8 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +40,7 @@ func TestPythonClient(t *testing.T) {
 	rs := testenv.StartRedis(t)
 	bin := pyBuildPersonaq(t, root)
 	dev := pyStartDev(t, bin, "redis://"+rs.Addr+"/0")
+	cert, key := pyWriteCert(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -39,7 +48,8 @@ func TestPythonClient(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
 		"PERSONAQ_URL="+dev.apiURL, "PERSONAQ_API_TOKEN="+pyToken,
-		"PERSONAQ_BIN="+bin, "PERSONAQ_NATS_URL="+dev.natsURL, "PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+		"PERSONAQ_BIN="+bin, "PERSONAQ_NATS_URL="+dev.natsURL, "PERSONAQ_TLS_CERT="+cert, "PERSONAQ_TLS_KEY="+key,
+		"PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python client tests failed (%v):\n%s", err, out)
@@ -121,6 +131,44 @@ func pyStartDev(t *testing.T, bin, redisURL string) pyDev {
 		t.Fatal("personaq dev printed no \"API at\" and \"NATS at\" lines in 60s (its output follows)")
 	}
 	return pyDev{}
+}
+
+// pyWriteCert writes a self-signed certificate for 127.0.0.1 and its key
+// (PEM) for the HTTPS tests, and returns their paths.
+func pyWriteCert(t *testing.T) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "personaq python client test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
 }
 
 // pyScan copies dev's stdout into logs and sends the URLs once both are seen.

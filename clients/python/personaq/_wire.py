@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import ssl
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -160,15 +161,20 @@ def error_from(status: int, body: bytes, retry_after_header: Optional[str]) -> e
 
 
 def unreachable(exc: BaseException) -> errors.Unavailable:
-    """The error for a call that got no answer (connection refused, reset, …)."""
-    return errors.Unavailable(0, {"type": errors.PROBLEM_PREFIX + "unavailable",
-                                  "title": "API unreachable", "detail": "%s: %s" % (type(exc).__name__, exc)})
+    """The error for a call that got no answer (connection refused, reset, …).
+    A certificate that fails verification is not retried."""
+    err = errors.Unavailable(0, {"type": errors.PROBLEM_PREFIX + "unavailable",
+                                 "title": "API unreachable", "detail": "%s: %s" % (type(exc).__name__, exc)})
+    err.retryable = not isinstance(exc, ssl.SSLCertVerificationError)
+    return err
 
 
 def transient(err: errors.APIError) -> bool:
     """Worth retrying: no answer, or a 503 (the API cannot reach NATS, or is
     restarting behind a proxy)."""
-    return isinstance(err, errors.Unavailable) or err.status in (502, 503, 504)
+    if isinstance(err, errors.Unavailable):
+        return err.retryable
+    return err.status in (502, 503, 504)
 
 
 class Backoff:

@@ -206,11 +206,13 @@ class UnknownPersona(APIError):
 class Unavailable(APIError):
     """The API could not be reached, or cannot reach NATS (503), for longer
     than the call was allowed to retry. ``retry_after`` is the server's hint
-    in seconds, when it gave one."""
+    in seconds, when it gave one; ``retryable`` is False when retrying
+    cannot help (the server's certificate failed verification)."""
 
     def __init__(self, status: int, problem: Mapping[str, Any], retry_after: Optional[float] = None) -> None:
         super().__init__(status, problem)
         self.retry_after = retry_after
+        self.retryable = True
 
 
 class OutputMismatch(PersonaqError):

@@ -5,73 +5,17 @@ reconnects and gets the terminal record. Needs PERSONAQ_BIN (the personaq
 binary) and PERSONAQ_NATS_URL, which the Go harness sets."""
 
 import asyncio
-import os
 import signal
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
-import _support
-from _support import task
+from _support import APIProcessCase, task
 import personaq
 
 
-def restart_env():
-    bin_, nats = os.environ.get("PERSONAQ_BIN", ""), os.environ.get("PERSONAQ_NATS_URL", "")
-    if not (bin_ and nats):
-        if os.environ.get("PERSONAQ_REQUIRE_LIVE") == "1":
-            raise AssertionError("PERSONAQ_BIN and PERSONAQ_NATS_URL must be set with PERSONAQ_REQUIRE_LIVE=1")
-        raise unittest.SkipTest("PERSONAQ_BIN and PERSONAQ_NATS_URL not set: cannot start `personaq api`")
-    return bin_, nats
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class APIRestartTest(unittest.TestCase):
-    def setUp(self) -> None:
-        _support.live_url()
-        self.bin, self.nats = restart_env()
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.log = tempfile.TemporaryFile()
-        self.addCleanup(self.log.close)
-        self.procs = []
-        self.addCleanup(self.stop_all)
-
-    def start_api(self) -> subprocess.Popen:
-        p = subprocess.Popen([self.bin, "api", "--listen", "127.0.0.1:%d" % self.port, "--nats-url", self.nats],
-                             stdout=self.log, stderr=self.log, env=dict(os.environ))
-        self.procs.append(p)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if p.poll() is not None:
-                self.fail("personaq api exited (%d):\n%s" % (p.returncode, self.output()))
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        return p
-            except OSError:
-                time.sleep(0.1)
-        self.fail("personaq api not healthy within 30s:\n" + self.output())
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode("utf-8", "replace")
-
-    def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-
+class APIRestartTest(APIProcessCase):
     def restart(self, api: subprocess.Popen, sig: int) -> subprocess.Popen:
         api.send_signal(sig)
         api.wait(15)
