@@ -37,6 +37,14 @@ class Script(BaseHTTPRequestHandler):
             step = srv.script.pop(0) if len(srv.script) > 1 else srv.script[0]
         step(self)
 
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        srv = self.server
+        with srv.lock:
+            srv.seen.append((self.path, dict(self.headers), body))
+            step = srv.script.pop(0) if len(srv.script) > 1 else srv.script[0]
+        step(self)
+
     def log_message(self, *args) -> None:
         pass
 
@@ -178,6 +186,34 @@ class ReconnectTest(unittest.TestCase):
         self.assertEqual([e.id for e in events], ["1", "2", "3", "4", "terminal"])
         self.assertEqual([h.get("Last-Event-ID") for _, h in srv.seen], [None, "2", "3"])
         self.assertEqual(events[-1].status.output_bytes, b'{"ok": true}')
+
+
+def cancelled(h: Script) -> None:
+    if h.path.startswith("/v1/tasks/"):
+        h.send_json(200, {"task_id": "t 1", "cancelled": ["r1"]})
+    else:
+        h.send_json(200, dict(RUNNING, status="cancelled"))
+
+
+class CancelRequestTest(unittest.TestCase):
+    """The cancel calls' routes and bodies (the live tests are in test_cancel)."""
+
+    def test_sync_and_async_cancel_requests(self):
+        srv = Server([cancelled])
+        self.addCleanup(srv.stop)
+        with personaq.Client(srv.url, token="t") as c:
+            self.assertEqual(c.cancel("r/1", reason="gave up").status, "cancelled")
+            self.assertEqual(c.cancel_task("t 1")["cancelled"], ["r1"])
+
+        async def main():
+            async with personaq.AsyncClient(srv.url, token="t") as c:
+                await c.cancel("r1")
+                await c.cancel_task("t1", reason="abandoned")
+        asyncio.run(main())
+        self.assertEqual([(p, json.loads(b)) for p, _, b in srv.seen], [
+            ("/v1/requests/r%2F1/cancel", {"reason": "gave up"}), ("/v1/tasks/t%201/cancel", {}),
+            ("/v1/requests/r1/cancel", {}), ("/v1/tasks/t1/cancel", {"reason": "abandoned"})])
+        self.assertEqual({h["Authorization"] for _, h, _ in srv.seen}, {"Bearer t"})
 
 
 class AsyncReconnectTest(ReconnectTest.__base__):
