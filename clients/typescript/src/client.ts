@@ -27,6 +27,12 @@ export interface ClientOptions {
   retry?: RetryOptions;
   /** How long run waits past the step deadline for the terminal record. Default: 5 s (as the Go client). */
   graceMs?: number;
+  /**
+   * The longest wait one long-poll asks the server for; longer waits loop.
+   * Lower it behind a proxy that cuts idle connections sooner. Default and
+   * maximum: 60 s (the server's maximum).
+   */
+  pollMs?: number;
   /** The fetch to use. Default: the global fetch. */
   fetch?: typeof fetch;
 }
@@ -103,6 +109,7 @@ export class Client {
   private readonly http: Transport;
   private readonly backoff: Backoff;
   private readonly graceMs: number;
+  private readonly pollMs: number;
 
   constructor(options: ClientOptions = {}) {
     const env = processEnv();
@@ -110,6 +117,7 @@ export class Client {
     if (!baseUrl) throw new TypeError("personaq: no baseUrl given and PERSONAQ_URL is not set");
     this.backoff = backoffWithDefaults(options.retry);
     this.graceMs = options.graceMs ?? 5000;
+    this.pollMs = Math.min(options.pollMs ?? MAX_SERVER_WAIT_MS, MAX_SERVER_WAIT_MS);
     const f = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.http = new Transport(baseUrl.replace(/\/+$/, "").replace(/\/v1$/, ""), options.token ?? env.PERSONAQ_API_TOKEN, this.backoff, f);
   }
@@ -137,7 +145,7 @@ export class Client {
     const until = Date.now() + Math.max(0, options.wait ?? 0);
     for (;;) {
       const remaining = until - Date.now();
-      const wait = Math.min(remaining, MAX_SERVER_WAIT_MS);
+      const wait = Math.min(remaining, this.pollMs);
       const st = await this.http.send<RequestStatus>(
         {
           method: "GET",
