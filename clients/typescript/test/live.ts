@@ -6,6 +6,9 @@ import { Client, type ClientOptions } from "../src/index.js";
 /** The live API's URL, or undefined (the live tests then skip). */
 export const liveUrl = process.env.PERSONAQ_URL;
 
+/** The live API's origin (PERSONAQ_URL without the /v1 dev prints). */
+export const liveOrigin = liveUrl?.replace(/\/+$/, "").replace(/\/v1$/, "");
+
 /** Skip text for a live test when no personaq is given. */
 export const noLive = liveUrl ? false : "PERSONAQ_URL is not set: no live personaq to test against";
 

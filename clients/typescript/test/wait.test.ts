@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Client, ConnectionError, type RequestEvent, isTerminal } from "../src/index.js";
 import { FaultProxy } from "./proxy.js";
-import { client, collect, liveUrl, noLive, taskId, timed } from "./live.js";
+import { client, collect, liveOrigin, noLive, taskId, timed } from "./live.js";
 
 /** A fetch that counts the long-polls it sends. */
 function countingFetch(): { fetch: typeof fetch; polls: () => number } {
@@ -73,7 +73,7 @@ describe("events", { skip: noLive, concurrency: true }, () => {
   });
 
   it("reconnects with Last-Event-ID after a dropped connection", async () => {
-    const proxy = new FaultProxy(liveUrl as string);
+    const proxy = new FaultProxy(liveOrigin as string);
     await proxy.up();
     try {
       const direct = client();
@@ -133,7 +133,7 @@ describe("abort", { skip: noLive, concurrency: true }, () => {
 describe("reconnect", { skip: noLive }, () => {
   let proxy: FaultProxy;
   before(async () => {
-    proxy = new FaultProxy(liveUrl as string);
+    proxy = new FaultProxy(liveOrigin as string);
     await proxy.up();
   });
   after(() => proxy.down());
