@@ -1,5 +1,5 @@
 // The personaq HTTP API client.
-import { StepDeadlineError, stoppedError } from "./errors.js";
+import { ConnectionError, StepDeadlineError, stoppedError } from "./errors.js";
 import { type RetryOptions, abortReason, backoffDelay, backoffWithDefaults, linkSignals, sleep, type Backoff } from "./retry.js";
 import { readSse } from "./sse.js";
 import { Transport, isNetworkError, problemError } from "./transport.js";
@@ -317,8 +317,9 @@ export class Client {
         if (signal?.aborted) throw abortReason(signal);
         if (!retriable(err)) throw err;
         failingSince ??= Date.now();
-        delay = backoffDelay(this.backoff, n, (err as { retryAfterMs?: number }).retryAfterMs);
-        if (Date.now() + delay > (until ?? failingSince + this.backoff.maxElapsedMs)) throw err;
+        const left = (until ?? failingSince + this.backoff.maxElapsedMs) - Date.now();
+        if (left <= 0) throw err instanceof TypeError ? new ConnectionError(`personaq API unreachable: events of ${requestId}: ${err.message}`, { cause: err }) : err;
+        delay = Math.min(backoffDelay(this.backoff, n, (err as { retryAfterMs?: number }).retryAfterMs), left);
       }
       await sleep(delay, signal);
     }

@@ -51,9 +51,9 @@ export class Transport {
         if (!(err instanceof ApiError) && !isNetworkError(err)) throw err;
         failure ??= err;
       }
-      const delay = backoffDelay(this.backoff, n, retryAfter);
-      if (Date.now() + delay > until) throw giveUp(call, failure);
-      await sleep(delay, call.signal);
+      const left = until - Date.now();
+      if (left <= 0) throw giveUp(call, failure);
+      await sleep(Math.min(backoffDelay(this.backoff, n, retryAfter), left), call.signal);
     }
   }
 

@@ -66,7 +66,7 @@ declare module "node:http" {
   }
   export interface ServerResponse {
     writeHead(status: number, headers?: Record<string, string | string[] | undefined>): this;
-    write(chunk: Uint8Array | string): boolean;
+    write(chunk: Uint8Array | string, callback?: () => void): boolean;
     end(chunk?: Uint8Array | string): void;
     flushHeaders(): void;
     destroy(): void;

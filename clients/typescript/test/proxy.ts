@@ -61,7 +61,9 @@ export class FaultProxy {
       res.flushHeaders();
       let events = 0;
       let tail = "";
+      let cut = false;
       upRes.on("data", (chunk) => {
+        if (cut) return;
         if (cutAfter === undefined) {
           res.write(chunk);
           return;
@@ -72,13 +74,15 @@ export class FaultProxy {
         while ((i = tail.indexOf("\n\n")) >= 0) {
           const event = tail.slice(0, i + 2);
           tail = tail.slice(i + 2);
-          res.write(event);
           if (!event.startsWith(":")) events++;
           if (events >= cutAfter) {
+            // Drop the connection once the event reached the socket.
+            cut = true;
             upRes.destroy();
-            res.destroy();
+            res.write(event, () => res.destroy());
             return;
           }
+          res.write(event);
         }
       });
       upRes.on("end", () => res.end(tail));
