@@ -7,13 +7,18 @@ import { noLive } from "./live.js";
 
 const root = new URL("../../", import.meta.url);
 
-test("every ts block of README.md is an example file, verbatim", () => {
-  const readme = readFileSync(new URL("README.md", root), "utf8");
-  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  assert.ok(blocks.length > 0, "README.md has ts blocks");
+function tsBlocks(text: string): string[] {
+  return [...text.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+}
+
+test("every ts block of the READMEs is an example file, verbatim", () => {
   const examples = readdirSync(new URL("examples/", root)).map((f) => readFileSync(new URL(`examples/${f}`, root), "utf8"));
-  for (const b of blocks) assert.ok(examples.includes(b), `README block is no example file:\n${b}`);
+  const readme = readFileSync(new URL("README.md", root), "utf8");
+  assert.ok(tsBlocks(readme).length > 0, "README.md has ts blocks");
   assert.ok(!readme.replace(/```ts\n[\s\S]*?```/g, "").includes("```"), "README.md has only ts code blocks");
+  // The repository's README shows the same loop among the other languages'.
+  const top = readFileSync(new URL("../../README.md", root), "utf8");
+  for (const b of [...tsBlocks(readme), ...tsBlocks(top)]) assert.ok(examples.includes(b), `README block is no example file:\n${b}`);
 });
 
 test("the README's loop runs against personaq", { skip: noLive }, async () => {
