@@ -1,6 +1,6 @@
 // The HTTP transport: one fetch with the token, problems turned into
 // ApiErrors, and reconnects with backoff on network errors and 502/503/504.
-import { ApiError, ConnectionError, apiError } from "./errors.js";
+import { ApiError, ConnectionError, UnavailableError, apiError } from "./errors.js";
 import { type Backoff, abortReason, backoffDelay, parseRetryAfter, sleep } from "./retry.js";
 import type { Problem } from "./types.js";
 
@@ -36,23 +36,20 @@ export class Transport {
   async send<T>(call: Call, read: (res: Response) => Promise<T>): Promise<T> {
     const until = call.reconnectUntil ?? Date.now() + this.backoff.maxElapsedMs;
     for (let n = 0; ; n++) {
-      let retryAfter: number | undefined;
       let failure: unknown;
       try {
         const res = await this.fetchOnce(call);
         if (res.ok) return await read(res);
-        const err = await problemError(res);
-        if (!RETRIED_STATUSES.has(res.status)) throw err;
-        failure = err;
-        retryAfter = parseRetryAfter(res.headers.get("Retry-After"));
+        failure = await problemError(res);
       } catch (err) {
         if (call.signal?.aborted) throw abortReason(call.signal);
-        if (err instanceof ApiError && !RETRIED_STATUSES.has(err.status)) throw err;
-        if (!(err instanceof ApiError) && !isNetworkError(err)) throw err;
-        failure ??= err;
+        if (!isNetworkError(err)) throw err;
+        failure = err;
       }
+      if (failure instanceof ApiError && !RETRIED_STATUSES.has(failure.status)) throw failure;
       const left = until - Date.now();
       if (left <= 0) throw giveUp(call, failure);
+      const retryAfter = failure instanceof UnavailableError ? failure.retryAfterMs : undefined;
       await sleep(Math.min(backoffDelay(this.backoff, n, retryAfter), left), call.signal);
     }
   }

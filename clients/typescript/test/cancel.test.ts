@@ -7,7 +7,7 @@ import { client, noLive, taskId } from "./live.js";
 
 const skip = noLive || (process.env.PERSONAQ_TEST_CANCEL === "1" ? false : "PERSONAQ_TEST_CANCEL is not 1: the cancel routes are not served yet");
 
-describe("cancel", { skip, concurrency: true }, () => {
+describe("cancel", { skip, concurrency: true, timeout: 120_000 }, () => {
   it("cancels a request: run rejects with CancelledError carrying the record", async () => {
     const c = client();
     const task = taskId("cancel");

@@ -13,7 +13,7 @@ import {
 } from "../src/index.js";
 import { client, noLive, taskId } from "./live.js";
 
-describe("run", { skip: noLive, concurrency: true }, () => {
+describe("run", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("resolves with the output of a request that succeeded", async () => {
     const input = { goal: "add retries", n: 3 };
     const res = await client().run({ persona: "echo", task_id: taskId("ok"), step: "plan", input });

@@ -10,6 +10,8 @@ export class FaultProxy {
   cutEvents: number[] = [];
   /** Answer this many next requests with 503 + Retry-After: 0. */
   unavailable = 0;
+  /** Forward this many next requests, then drop the connection instead of answering. */
+  dropAnswers = 0;
   /** The Last-Event-ID headers of the event streams opened, in order. */
   readonly lastEventIds: (string | undefined)[] = [];
   /** Every request path seen, in order. */
@@ -52,11 +54,18 @@ export class FaultProxy {
       res.end(JSON.stringify({ type: "urn:personaq:problem:unavailable", title: "Unavailable", status: 503, detail: "injected by the test proxy" }));
       return;
     }
+    const dropAnswer = this.dropAnswers > 0;
+    if (dropAnswer) this.dropAnswers--;
     const isEvents = path.split("?")[0].endsWith("/events");
     const cutAfter = isEvents ? this.cutEvents.shift() : undefined;
     if (isEvents) this.lastEventIds.push(header(req, "last-event-id"));
     const headers = { ...req.headers, host: new URL(this.target).host };
     const up = request(this.target + path, { method: req.method, headers }, (upRes) => {
+      if (dropAnswer) {
+        upRes.destroy();
+        res.destroy();
+        return;
+      }
       res.writeHead(upRes.statusCode ?? 502, upRes.headers);
       res.flushHeaders();
       let events = 0;

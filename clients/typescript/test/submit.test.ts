@@ -11,7 +11,7 @@ import {
 } from "../src/index.js";
 import { client, collect, liveUrl, noLive, taskId } from "./live.js";
 
-describe("submit", { skip: noLive, concurrency: true }, () => {
+describe("submit", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("is idempotent: the same request again answers 200 with the same deadline", async () => {
     const c = client();
     const req = { request_id: crypto.randomUUID(), persona: "echo", task_id: taskId("idem"), step: "s", input: { a: 1 } };
@@ -67,7 +67,7 @@ describe("submit", { skip: noLive, concurrency: true }, () => {
   });
 });
 
-describe("reads", { skip: noLive, concurrency: true }, () => {
+describe("reads", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("lists a task's requests newest first, page after page", async () => {
     const c = client();
     const task = taskId("list");

@@ -21,7 +21,7 @@ function kinds(evs: RequestEvent[]): string[] {
   return evs.map((e) => (e.type === "attempt" ? `${e.attempt.kind}:${e.attempt.attempt}` : "terminal"));
 }
 
-describe("result", { skip: noLive, concurrency: true }, () => {
+describe("result", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("loops long-polls past one poll's wait until the record", async () => {
     const cf = countingFetch();
     const c = client({ pollMs: 400, fetch: cf.fetch });
@@ -45,7 +45,7 @@ describe("result", { skip: noLive, concurrency: true }, () => {
   });
 });
 
-describe("events", { skip: noLive, concurrency: true }, () => {
+describe("events", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("streams the attempts, then the terminal event, then ends", async () => {
     const c = client();
     const sub = await c.submit({ persona: "flaky", task_id: taskId("events") });
@@ -100,7 +100,7 @@ describe("events", { skip: noLive, concurrency: true }, () => {
   });
 });
 
-describe("abort", { skip: noLive, concurrency: true }, () => {
+describe("abort", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
   it("an AbortSignal ends run, result, events and a backoff promptly", async () => {
     const c = client();
     const cases: [string, (s: AbortSignal) => Promise<unknown>][] = [
@@ -130,7 +130,7 @@ describe("abort", { skip: noLive, concurrency: true }, () => {
   });
 });
 
-describe("reconnect", { skip: noLive }, () => {
+describe("reconnect", { skip: noLive, timeout: 120_000 }, () => {
   let proxy: FaultProxy;
   before(async () => {
     proxy = new FaultProxy(liveOrigin as string);
@@ -141,14 +141,26 @@ describe("reconnect", { skip: noLive }, () => {
   it("a long-poll outlives the API going away and coming back", async () => {
     const c = client({ baseUrl: proxy.url });
     const sub = await c.submit({ persona: "slowpoke", task_id: taskId("restart") });
-    const waiting = c.result(sub.request_id, { wait: 30_000 });
+    const waiting = c.result(sub.request_id, { wait: 30_000 }).catch((e: unknown) => e);
     await new Promise((r) => setTimeout(r, 300));
     await proxy.down();
     await new Promise((r) => setTimeout(r, 1000));
     await proxy.up();
     const st = await waiting;
-    assert.equal(st.status, "quarantined");
+    assert.ok(!(st instanceof Error), `got ${String(st)}`);
+    assert.equal((st as { status: string }).status, "quarantined");
     assert.ok(proxy.paths.filter((p) => p.includes(sub.request_id)).length >= 2, "the client polled again");
+  });
+
+  it("resends a submit whose answer was lost, and it is the same request", async () => {
+    const c = client({ baseUrl: proxy.url });
+    const task = taskId("lost");
+    proxy.dropAnswers = 1;
+    const sub = await c.submit({ persona: "echo", task_id: task });
+    assert.equal(proxy.dropAnswers, 0);
+    assert.equal(sub.created, false, "the resend found the request the lost answer was about");
+    const listed = await collect(client().requests({ taskId: task }));
+    assert.deepEqual(listed.map((r) => r.request_id), [sub.request_id]);
   });
 
   it("retries 503 Unavailable, honouring Retry-After", async () => {
