@@ -19,6 +19,7 @@ func TestMarshalOutcome(t *testing.T) {
 	full.Output = json.RawMessage(`{"plan":["a","b"],"n":1.5e3}`)
 	full.SubmittedAt = at.Add(-time.Minute).In(time.FixedZone("X", -(5*3600 + 30*60)))
 	full.Usage = &schemas.Usage{InputTokens: 1200, OutputTokens: 34, CostUSD: 0.000000123}
+	full.RequestDigest = "sha256:0a1b"
 	ref := validOutcome()
 	ref.Output, ref.OutputRef = nil, &schemas.ObjectRef{Bucket: "OUT", Name: "k.ab12", Size: 1 << 20, Digest: "SHA-256=abc_-"}
 	tests := []struct {
@@ -128,6 +129,11 @@ func TestMarshalAttempt(t *testing.T) {
 			Kind: "failed", Attempt: 2, MaxAttempts: 3, Agent: "codex", Class: "retryable", Error: `429 "slow down" <retry>`,
 			Progress: &schemas.Progress{Completed: 1, Total: 4}, DurationMs: 812, NextAttempt: 3, NextAgent: "claude",
 			NextDelayMs: 2000, At: at.In(time.FixedZone("", 3600)), Usage: &schemas.Usage{InputTokens: 10, CostUSD: 1e-7},
+		}},
+		{"Queued", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: schemas.AttemptQueued, At: at, Deadline: at.Add(time.Minute), CreatedAt: at.Add(-time.Second),
+			RequestDigest: "sha256:00ff",
 		}},
 		{"Escapes", &schemas.AttemptEvent{Error: "\xff\u2028\x00\t&", DurationMs: -5, At: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)}},
 	}
