@@ -94,7 +94,9 @@ export class FaultProxy {
           res.write(event);
         }
       });
-      upRes.on("end", () => res.end(tail));
+      upRes.on("end", () => {
+        if (!cut) res.end(tail);
+      });
       upRes.on("error", () => res.destroy());
     });
     up.on("error", () => {
