@@ -41,6 +41,25 @@ describe("run", { skip: noLive, concurrency: true, timeout: 120_000 }, () => {
     assert.equal(res.record.attempts, 3);
   });
 
+  it("waits until the step deadline the server computed, not a fixed time", async () => {
+    // 4 attempts of 1.5 s: longer than the 5 s grace alone.
+    const req = { persona: "slowpoke", task_id: taskId("budget"), policy_overrides: { max_attempts: 4, attempt_timeout_ms: 1500 } };
+    const t0 = Date.now();
+    const err = await client().run(req).catch((e: unknown) => e);
+    assert.ok(err instanceof BlockedError, `got ${String(err)}`);
+    assert.equal(err.record.reason, "exhausted");
+    assert.ok(Date.now() - t0 > 6000, `ended after ${Date.now() - t0} ms`);
+  });
+
+  it("rejects with a StepDeadlineError without a record when none came by the deadline and the grace", async () => {
+    const c = client({ graceMs: 300 });
+    const sub = await c.submit({ persona: "slowpoke", task_id: taskId("nowait") });
+    const err = await c.wait(sub.request_id, { deadline: new Date() }).catch((e: unknown) => e);
+    assert.ok(err instanceof StepDeadlineError, `got ${String(err)}`);
+    assert.equal(err.record, undefined);
+    assert.equal(err.requestId, sub.request_id);
+  });
+
   const stops: [string, PersonaRequest, Function, string, string][] = [
     ["a terminal failure", { persona: "terminal", task_id: "" }, BlockedError, "quarantined", "terminal"],
     ["retries exhausted", { persona: "slowpoke", task_id: "" }, BlockedError, "quarantined", "exhausted"],
