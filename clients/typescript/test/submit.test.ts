@@ -58,6 +58,14 @@ describe("submit", { skip: noLive, concurrency: true, timeout: 120_000 }, () => 
     assert.equal(err.field, "colour");
   });
 
+  it("rejects a body over the size bound", async () => {
+    const req = { persona: "echo", task_id: taskId("large"), input: "x".repeat(1100 * 1024) };
+    const err = await client().submit(req).catch((e: unknown) => e);
+    assert.ok(err instanceof InvalidRequestError, `got ${String(err)}`);
+    assert.equal(err.status, 413);
+    assert.ok(Number(err.problem.limit_bytes) > 0, "the problem names the limit");
+  });
+
   it("rejects a wrong token", async () => {
     const c = new Client({ baseUrl: liveUrl, token: "not-the-token" });
     const err = await c.submit({ persona: "echo", task_id: taskId("token") }).catch((e: unknown) => e);
