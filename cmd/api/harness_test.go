@@ -190,3 +190,8 @@ func bigOutputPersona() consumers.Persona {
 			return handlers.Result{Output: out}, nil
 		})}
 }
+
+func readAll(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}

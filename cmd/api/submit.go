@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/retry"
@@ -69,7 +70,7 @@ func (s *Server) submitFailed(w http.ResponseWriter, r *http.Request, req *schem
 			p.with("request", st)
 		}
 		writeProblem(w, p)
-	case errors.Is(err, client.ErrUnknownPersona):
+	case errors.Is(err, client.ErrUnknownPersona) || errors.Is(err, jetstream.ErrStreamNotFound): // no replica ever ran
 		served, _ := s.servedNames(r.Context())
 		writeProblem(w, newProblem(http.StatusUnprocessableEntity, probUnknownPersona, fmt.Sprintf(
 			"no replica serves persona %q; served: %s", req.Persona, strings.Join(served, ", "))).
