@@ -41,3 +41,11 @@ export async function timed<T>(f: () => Promise<T>): Promise<[T | unknown, numbe
     return [err, Date.now() - t0];
   }
 }
+
+/** A signal that aborts after ms: a stream the server never ends fails the test instead of hanging it. */
+export function within(ms = 30_000): AbortSignal {
+  const ctl = new AbortController();
+  const timer: unknown = setTimeout(() => ctl.abort(new Error(`no answer within ${ms} ms`)), ms);
+  (timer as { unref?: () => void }).unref?.(); // Node: the timer does not keep the test process alive
+  return ctl.signal;
+}

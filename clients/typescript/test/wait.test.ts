@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Client, ConnectionError, type RequestEvent, isTerminal } from "../src/index.js";
 import { FaultProxy } from "./proxy.js";
-import { client, collect, liveOrigin, noLive, taskId, timed } from "./live.js";
+import { client, collect, liveOrigin, noLive, taskId, timed, within } from "./live.js";
 
 /** A fetch that counts the long-polls it sends. */
 function countingFetch(): { fetch: typeof fetch; polls: () => number } {
@@ -49,7 +49,7 @@ describe("events", { skip: noLive, concurrency: true, timeout: 120_000 }, () => 
   it("streams the attempts, then the terminal event, then ends", async () => {
     const c = client();
     const sub = await c.submit({ persona: "flaky", task_id: taskId("events") });
-    const evs = await collect(c.events(sub.request_id));
+    const evs = await collect(c.events(sub.request_id, { signal: within() }));
     const ks = kinds(evs);
     assert.deepEqual(ks.filter((k) => !k.startsWith("queued")), ["started:1", "failed:1", "started:2", "failed:2", "started:3", "terminal"]);
     const last = evs[evs.length - 1];
@@ -64,11 +64,11 @@ describe("events", { skip: noLive, concurrency: true, timeout: 120_000 }, () => 
   it("resumes after a given event without loss or repeat", async () => {
     const c = client();
     const sub = await c.submit({ persona: "flaky", task_id: taskId("resume") });
-    const all = await collect(c.events(sub.request_id));
+    const all = await collect(c.events(sub.request_id, { signal: within() }));
     const k = 2;
-    const rest = await collect(c.events(sub.request_id, { lastEventId: all[k - 1].id }));
+    const rest = await collect(c.events(sub.request_id, { lastEventId: all[k - 1].id, signal: within() }));
     assert.deepEqual(kinds(rest), kinds(all.slice(k)));
-    const again = await collect(c.events(sub.request_id, { lastEventId: "terminal" }));
+    const again = await collect(c.events(sub.request_id, { lastEventId: "terminal", signal: within() }));
     assert.deepEqual(kinds(again), ["terminal"]);
   });
 
@@ -81,8 +81,8 @@ describe("events", { skip: noLive, concurrency: true, timeout: 120_000 }, () => 
       const sub = await c.submit({ persona: "flaky", task_id: taskId("drop") });
       await direct.result(sub.request_id, { wait: 30_000 });
       proxy.cutEvents = [2, 1];
-      const got = await collect(c.events(sub.request_id));
-      const want = await collect(direct.events(sub.request_id));
+      const got = await collect(c.events(sub.request_id, { signal: within() }));
+      const want = await collect(direct.events(sub.request_id, { signal: within() }));
       assert.deepEqual(kinds(got), kinds(want));
       assert.deepEqual(proxy.lastEventIds, [undefined, want[1].id, want[2].id]);
     } finally {
