@@ -5,44 +5,38 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"time"
 )
 
-// RequestDigest is the digest of req's content: every field except
-// created_at and schema_version (and the step deadline, which travels in a
-// header), with the input's JSON canonicalised (object keys sorted, no
-// insignificant whitespace), as "sha256:" and 64 hex digits. Two submits
-// of one request id are the same request exactly when their digests are
-// equal; submit paths refuse the second otherwise (a conflict).
+// RequestDigest is the digest of req's content, "sha256:" and 64 hex
+// digits: the SHA-256 of the request's JSON object without created_at and
+// schema_version (the step deadline travels in a header and is not part of
+// it either), with object keys sorted at every level, no insignificant
+// whitespace and numbers as written (what encoding/json writes for a
+// map). Two submits of one request id are the same request exactly when
+// their digests are equal; submit paths refuse the second otherwise (a
+// conflict).
 func RequestDigest(req *PersonaRequest) string {
-	c := *req
-	c.SchemaVersion, c.CreatedAt = 0, time.Time{}
-	c.Input = canonicalJSON(c.Input)
-	data, err := json.Marshal(&c)
-	if err != nil { // only an input that is not JSON; digest its bytes as they are
-		c.Input = nil
-		data, _ = json.Marshal(&c)
-		data = append(data, req.Input...)
+	data, err := json.Marshal(req)
+	if err == nil {
+		data, err = canonicalContent(data)
+	}
+	if err != nil { // only an input that is not JSON: digest what there is
+		data = append([]byte(req.RequestID+"\x00"), req.Input...)
 	}
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// canonicalJSON re-encodes raw with sorted object keys and numbers kept as
-// written; raw that is not JSON is returned as it is.
-func canonicalJSON(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return raw
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+// canonicalContent re-encodes a request's JSON without its created_at and
+// schema_version, keys sorted, numbers kept as written.
+func canonicalContent(data []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return raw
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
 	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return raw
-	}
-	return out
+	delete(m, "created_at")
+	delete(m, "schema_version")
+	return json.Marshal(m)
 }

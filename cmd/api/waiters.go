@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -18,12 +19,64 @@ import (
 // looks the record up, so a record written in between is not missed; after
 // a reconnect (records may have been written meanwhile) every waiter is
 // told to look again.
+//
+// The subscription can see a record before the stream answers a lookup
+// with it (the server hands it to subscribers and stores it in parallel),
+// so records seen in the last few seconds are kept (recent) and a waiter
+// registering gets one at once.
 type waiters struct {
-	log   zerolog.Logger
-	mu    sync.Mutex
-	byKey map[string]map[*waiter]struct{}
-	sub   *nats.Subscription
+	log    zerolog.Logger
+	mu     sync.Mutex
+	byKey  map[string]map[*waiter]struct{}
+	sub    *nats.Subscription
+	recent recentRecords
 }
+
+// Bounds of the records kept for waiters that register just after them.
+const (
+	recentTTL   = 5 * time.Second
+	recentBytes = 16 << 20
+)
+
+// recentRecords keeps the raw records seen in the last recentTTL, at most
+// recentBytes of them, oldest dropped first.
+type recentRecords struct {
+	byKey map[string]recentRecord
+	order []recentEntry
+	bytes int
+}
+
+type recentRecord struct {
+	data []byte
+	at   time.Time
+}
+
+type recentEntry struct {
+	key string
+	at  time.Time
+}
+
+func (r *recentRecords) put(key string, data []byte, now time.Time) {
+	if r.byKey == nil {
+		r.byKey = map[string]recentRecord{}
+	}
+	if old, ok := r.byKey[key]; ok {
+		r.bytes -= len(old.data)
+	}
+	r.byKey[key] = recentRecord{data: data, at: now}
+	r.bytes += len(data)
+	r.order = append(r.order, recentEntry{key: key, at: now})
+	for len(r.order) > 0 && (r.bytes > recentBytes || now.Sub(r.order[0].at) > recentTTL) {
+		e := r.order[0]
+		r.order = r.order[1:]
+		if cur, ok := r.byKey[e.key]; ok && cur.at.Equal(e.at) { // its latest put
+			r.bytes -= len(cur.data)
+			delete(r.byKey, e.key)
+		}
+	}
+}
+
+func (r *recentRecords) get(key string) []byte { return r.byKey[key].data }
 
 // waiter is one caller waiting for one request's record. wake carries the
 // record, or nil for "look it up again".
@@ -68,7 +121,13 @@ func (ws *waiters) add(requestID string) *waiter {
 		ws.byKey[w.key] = set
 	}
 	set[w] = struct{}{}
+	data := ws.recent.get(w.key)
 	ws.mu.Unlock()
+	if data != nil { // seen just before: the stream may not answer with it yet
+		if rec, err := schemas.DecodeOutcome(data); err == nil {
+			w.notify(rec)
+		}
+	}
 	return w
 }
 
@@ -98,6 +157,7 @@ func (ws *waiters) count() int {
 func (ws *waiters) deliver(m *nats.Msg) {
 	key := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	ws.mu.Lock()
+	ws.recent.put(key, m.Data, time.Now())
 	set := ws.byKey[key]
 	if len(set) == 0 {
 		ws.mu.Unlock()
