@@ -1,0 +1,36 @@
+// README.md's code blocks are the examples' files, compiled by tsc with
+// the package; the loop runs against the live personaq.
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { test } from "node:test";
+import { noLive } from "./live.js";
+
+const root = new URL("../../", import.meta.url);
+
+function tsBlocks(text: string): string[] {
+  return [...text.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+}
+
+test("every ts block of the READMEs is an example file, verbatim", () => {
+  const examples = readdirSync(new URL("examples/", root)).map((f) => readFileSync(new URL(`examples/${f}`, root), "utf8"));
+  const readme = readFileSync(new URL("README.md", root), "utf8");
+  assert.ok(tsBlocks(readme).length > 0, "README.md has ts blocks");
+  assert.ok(!readme.replace(/```ts\n[\s\S]*?```/g, "").includes("```"), "README.md has only ts code blocks");
+  // The repository's README shows the same loop among the other languages'.
+  const top = readFileSync(new URL("../../README.md", root), "utf8");
+  for (const b of [...tsBlocks(readme), ...tsBlocks(top)]) assert.ok(examples.includes(b), `README block is no example file:\n${b}`);
+});
+
+test("the README's loop runs against personaq", { skip: noLive }, async () => {
+  const logged: unknown[][] = [];
+  const log = console.log;
+  console.log = (...args: unknown[]) => void logged.push(args);
+  try {
+    await import("../examples/loop.js");
+  } finally {
+    console.log = log;
+  }
+  assert.equal(logged.length, 1);
+  assert.equal(logged[0][0], "plan:");
+  assert.match(String(logged[0][1]), /"input":\{"goal":"add retries"\}/);
+});
