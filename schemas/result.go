@@ -19,6 +19,9 @@ type AttemptKind string
 const (
 	AttemptStarted AttemptKind = "started"
 	AttemptFailed  AttemptKind = "failed"
+	// AttemptCancelled: the running attempt was stopped by a cancel; it
+	// is not a failure and is not retried.
+	AttemptCancelled AttemptKind = "cancelled"
 )
 
 // AttemptEvent reports one attempt of a request as it happens: its start,

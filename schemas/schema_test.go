@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,10 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 	for i, r := range Reasons {
 		reasons[i] = string(r)
 	}
+	var stops []any
+	for _, r := range StopReasons {
+		stops = append(stops, string(r))
+	}
 	outcomes := make([]any, len(Outcomes))
 	for i, o := range Outcomes {
 		outcomes[i] = string(o)
@@ -36,9 +41,9 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 		want  []any
 	}{
 		{"QuarantineReason", schemaFiles[quarantineSchema], "reason", reasons},
-		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", reasons},
+		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", append(slices.Clone(reasons), stops...)},
 		{"Outcome", schemaFiles[outcomeSchema], "outcome", outcomes},
-		{"AttemptKind", schemaFiles[attemptSchema], "kind", []any{string(AttemptStarted), string(AttemptFailed)}},
+		{"AttemptKind", schemaFiles[attemptSchema], "kind", []any{string(AttemptStarted), string(AttemptFailed), string(AttemptCancelled)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,11 +88,17 @@ const (
 	// OutcomeDeadlineExceeded: the step deadline the caller set at submit
 	// passed before the request could finish; it was not run (again).
 	OutcomeDeadlineExceeded Outcome = "deadline_exceeded"
+	// OutcomeCancelled: someone asked for the request to stop (Reason
+	// ReasonCancelled, Detail the text they gave, CancelledBy who), or it
+	// was not started in time (ReasonQueueWaitExceeded). A queued request
+	// never ran; a running attempt was stopped and is not a failure.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Outcomes lists every terminal outcome, in a stable order.
 var Outcomes = []Outcome{
 	OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated, OutcomeDeadlineExceeded,
+	OutcomeCancelled,
 }
 
 // Progress is tasks_completed / tasks_total as a persona reports it.
@@ -135,6 +141,9 @@ type OutcomeEvent struct {
 	OutputRef *ObjectRef `json:"output_ref,omitempty"`
 	// SubmittedAt is when the request was created (its created_at).
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	// CancelledBy names who asked for a cancelled request to stop (an API
+	// token's name, "cli", "console", a client's name); empty otherwise.
+	CancelledBy string `json:"cancelled_by,omitempty"`
 	// Usage sums what every attempt of the request reported consuming;
 	// absent when none reported anything.
 	Usage *Usage `json:"usage,omitempty"`
@@ -160,6 +169,16 @@ const (
 	// request's token or cost budget; the task is blocked.
 	ReasonBudgetExhausted Reason = "budget_exhausted"
 )
+
+// Reasons a request ends with without a quarantine record (OutcomeCancelled).
+const (
+	// ReasonCancelled: someone cancelled the request (see CancelledBy).
+	ReasonCancelled Reason = "cancelled"
+)
+
+// StopReasons lists the reasons an outcome event may carry that are not
+// quarantine reasons, in a stable order.
+var StopReasons = []Reason{ReasonCancelled}
 
 // Reasons lists every quarantine reason, in a stable order.
 var Reasons = []Reason{
