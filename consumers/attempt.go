@@ -65,13 +65,16 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 
 // decide is the stage that reads the attempt's outcome: an attempt whose
 // lease was lost settles nothing, one cut short by a shutdown is released
-// uncounted, a provider's throttling is flow control's; anything else is
+// uncounted, one stopped by a cancel ends as its cancelled record, a provider's throttling is flow control's; anything else is
 // classified and retry.Decide says what comes next.
 func (r *Runtime) decide(ctx context.Context, st *attemptState, out ran) ending {
 	if r.leaseLost(ctx, st) {
 		return fenced
 	}
 	if end, done := r.shuttingDown(ctx, st, out); done {
+		return end
+	}
+	if end, done := r.cancelledWhileRunning(ctx, st); done {
 		return end
 	}
 	classify(&st.attempt, out)
