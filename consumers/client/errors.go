@@ -25,6 +25,16 @@ var (
 	// request's token or cost budget. The request was quarantined, so the
 	// error matches ErrBlocked too.
 	ErrBudgetExhausted = errors.New("token or cost budget exhausted")
+	// ErrCancelled: the request was cancelled (Cancel, CancelTask, the
+	// API, the CLI); the record says why (Detail) and who asked
+	// (CancelledBy). It is also the cause a cancelled attempt's context
+	// carries.
+	ErrCancelled = consumers.ErrCancelled
+	// ErrAlreadyEnded: a cancel came after the request had ended another
+	// way; that record stands.
+	ErrAlreadyEnded = consumers.ErrAlreadyEnded
+	// ErrUnknownRequest: no open request and no terminal record has the id.
+	ErrUnknownRequest = consumers.ErrUnknownRequest
 	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
 	ErrUnknownPersona = consumers.ErrUnknownPersona
 	// ErrInvalidConfig wraps configuration errors, naming the field.
@@ -33,8 +43,9 @@ var (
 
 // StoppedError is a request that ended without succeeding: Record is its
 // terminal record (reason, quarantine sequence, attempts, last error, usage).
-// It matches ErrBlocked, ErrDeferred, ErrEscalated or ErrStepDeadline, and
-// ErrBudgetExhausted besides ErrBlocked when the budget ended it.
+// It matches ErrBlocked, ErrDeferred, ErrEscalated, ErrStepDeadline or
+// ErrCancelled, and ErrBudgetExhausted besides ErrBlocked when the budget
+// ended it.
 type StoppedError struct {
 	Record *schemas.OutcomeEvent
 }
@@ -61,6 +72,8 @@ func (e *StoppedError) kind() string {
 		return "escalated"
 	case schemas.OutcomeDeadlineExceeded:
 		return "past its step deadline"
+	case schemas.OutcomeCancelled:
+		return "cancelled"
 	}
 	return "blocked"
 }
@@ -77,6 +90,8 @@ func (e *StoppedError) Is(target error) bool {
 		return target == ErrEscalated
 	case schemas.OutcomeDeadlineExceeded:
 		return target == ErrStepDeadline
+	case schemas.OutcomeCancelled:
+		return target == ErrCancelled
 	}
 	return target == ErrBlocked
 }
