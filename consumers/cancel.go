@@ -63,9 +63,10 @@ func (c Cancellation) CancelledRecord(now time.Time) *schemas.OutcomeEvent {
 // Cancel ends a request as cancelled: its terminal record is written with
 // the same create-once write as every other ending, so a cancel racing a
 // success (or any other ending) ends the request as exactly one of them.
-// When the cancel wins, a live notice goes to the replicas (core NATS):
-// a queued request is then never run, a held retry never runs again, and
-// a running attempt is stopped. It returns the record that stands; when
+// The record's publish is itself the live notice the replicas follow (a
+// core-NATS subscription on the cancelled records' subjects): a queued
+// request is then never run, a held retry never runs again, and a running
+// attempt is stopped. It returns the record that stands; when
 // that is not the cancel, the error matches ErrAlreadyEnded.
 func Cancel(ctx context.Context, js jetstream.JetStream, t Topology, c Cancellation) (*schemas.OutcomeEvent, error) {
 	if c.RequestID == "" || c.Persona == "" {
@@ -79,15 +80,5 @@ func Cancel(ctx context.Context, js jetstream.JetStream, t Topology, c Cancellat
 	if !won {
 		return rec, fmt.Errorf("cancel request %s: %w as %s", c.RequestID, ErrAlreadyEnded, rec.Outcome)
 	}
-	notifyCancel(js, t, rec)
 	return rec, nil
-}
-
-// notifyCancel publishes the live notice of a stored cancel. It is not
-// waited for: a replica that misses it finds the record (see cancelWatch).
-func notifyCancel(js jetstream.JetStream, t Topology, rec *schemas.OutcomeEvent) {
-	data, err := schemas.MarshalOutcome(rec)
-	if err == nil {
-		_ = js.Conn().Publish(t.CancelSubject(rec.RequestID), data)
-	}
 }

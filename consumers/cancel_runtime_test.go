@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -86,7 +88,10 @@ func newBlocking() *blocking {
 
 func (b *blocking) Handle(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
 	b.runs.Add(1)
-	b.started <- req.Message.RequestID
+	select {
+	case b.started <- req.Message.RequestID:
+	default: // nobody waits for this one
+	}
 	select {
 	case <-b.release:
 		return handlers.Result{Output: []byte(`"done"`)}, nil
@@ -267,4 +272,66 @@ func TestCancelAlreadyTerminal(t *testing.T) {
 	require.Equal(t, schemas.OutcomeSucceeded, rec.Outcome)
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, 1, outs.count())
+}
+
+// Checking a delivery for a cancel costs no round trip: a replica that
+// read the cancelled records at start and follows the notices reads no
+// terminal record for first deliveries, whether they were published
+// before it started or after (a lookup each would be a JetStream API
+// request on the outcomes stream).
+func TestCancelCheckCostsNoLookupPerDelivery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	outs := h.watchOutcomes()
+	spy := h.nats.Conn(t)
+	var lookups atomic.Int32
+	sub, err := spy.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if strings.Contains(m.Subject, h.topo.OutcomesStream) && (strings.Contains(m.Subject, "MSG.GET") || strings.Contains(m.Subject, "DIRECT.GET")) {
+			lookups.Add(1)
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, spy.Flush())
+	b := newBlocking()
+	close(b.release)
+	var reqs []*schemas.PersonaRequest
+	for range 100 {
+		reqs = append(reqs, h.publish("echo", "cost"))
+	}
+	h.cancel(reqs[0], "one cancelled before the replica starts")
+	h.start(persona("echo", b, fastPolicy(3)))
+	for range 100 {
+		reqs = append(reqs, h.publish("echo", "cost"))
+	}
+	for _, r := range reqs {
+		outs.wait(t, r.RequestID, 20*time.Second)
+	}
+	require.EqualValues(t, 199, b.runs.Load())
+	require.Zero(t, lookups.Load(), "terminal record lookups for 200 first deliveries")
+}
+
+// A cancelled record stored by any writer (here straight through the
+// create-once write, as a canceller that died right after it would leave
+// it) stops a queued request: the record's own publish is the notice.
+func TestCancelRecordAloneStopsQueuedRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	outs := h.watchOutcomes()
+	b := newBlocking()
+	p := persona("echo", b, fastPolicy(3))
+	p.Concurrency = 1
+	h.start(p)
+	first := h.publish("echo", "busy")
+	waitStarted(t, b)
+	queued := h.publish("echo", "queued")
+	rec := consumers.CancellationOf(queued, "written alone", "test").CancelledRecord(time.Now())
+	_, won, err := consumers.NewOutcomes(h.js, h.topo).CreateRecord(context.Background(), rec)
+	require.NoError(t, err)
+	require.True(t, won)
+	time.Sleep(100 * time.Millisecond) // the record reaches the replica
+	close(b.release)
+	require.Equal(t, schemas.OutcomeSucceeded, outs.wait(t, first.RequestID, 10*time.Second).Outcome)
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 1, b.runs.Load(), "the cancelled request never ran")
 }

@@ -16,7 +16,11 @@ import (
 // A replica learns of cancels without a lookup per delivery: it keeps the
 // cancelled requests in memory, read once from the outcomes stream when it
 // starts (and again after every reconnect, from a little before the
-// connection dropped) and kept current by the live notices. A delivery is
+// connection dropped) and kept current by the live notices: a core-NATS
+// subscription on the cancelled records' subjects, which receives each
+// record as it is published. (A cancel the server refused, because the
+// request had ended first, reaches it too: its attempt, if any, is past
+// its own record and settles as that record says.) A delivery is
 // then checked against memory, at no cost; only a message published before
 // what the memory covers (the replica could not read the stream, or forgot
 // old cancels to stay bounded) pays for a lookup of its record, a read and
@@ -68,7 +72,7 @@ func newCancelWatch(js jetstream.JetStream, t Topology, log zerolog.Logger) *can
 // and keeps watching for reconnects until ctx ends. stop waits for it.
 func (w *cancelWatch) start(ctx context.Context) (stop func(), err error) {
 	nc := w.js.Conn()
-	sub, err := nc.Subscribe(w.topo.CancelsPrefix+".>", w.onNotice)
+	sub, err := nc.Subscribe(w.topo.CancelledFilter(), w.onNotice)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +187,10 @@ func (w *cancelWatch) watchReconnects(ctx context.Context, nc *nats.Conn) {
 func (w *cancelWatch) add(rec *schemas.OutcomeEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.records[rec.RequestID]; !ok {
-		w.order = append(w.order, rec.RequestID)
+	if _, ok := w.records[rec.RequestID]; ok {
+		return // the first one read is the one stored
 	}
+	w.order = append(w.order, rec.RequestID)
 	w.records[rec.RequestID] = rec
 	for _, cancel := range w.running[rec.RequestID] {
 		cancel(ErrCancelled)

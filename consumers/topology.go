@@ -44,9 +44,6 @@ type Topology struct {
 	// AttemptsPrefix: events go to <prefix>.<request key>.<kind>.
 	// Default: "personaq.attempts".
 	AttemptsPrefix string
-	// CancelsPrefix: the live notice of a cancel (core NATS, not stored)
-	// goes to <prefix>.<request key>. Default: "personaq.cancels".
-	CancelsPrefix string
 	// AttemptsMaxAge bounds how long attempt events are kept. Default: 24h.
 	AttemptsMaxAge time.Duration
 	// Replicas for every stream (1 or 3 on a cluster). Default: 1.
@@ -76,7 +73,6 @@ func (t Topology) WithDefaults() Topology {
 	def(&t.OutputsBucket, schemas.DefaultOutputsBucket)
 	def(&t.AttemptsStream, schemas.DefaultAttemptsStream)
 	def(&t.AttemptsPrefix, schemas.DefaultAttemptsPrefix)
-	def(&t.CancelsPrefix, schemas.DefaultCancelsPrefix)
 	if t.InlineOutputMax == 0 {
 		t.InlineOutputMax = DefaultInlineOutputMax
 	}
@@ -145,11 +141,6 @@ func (t Topology) AttemptSubject(requestID string, kind string) string {
 // AttemptFilter matches every attempt event of request requestID.
 func (t Topology) AttemptFilter(requestID string) string {
 	return t.AttemptsPrefix + "." + RequestKey(requestID) + ".*"
-}
-
-// CancelSubject is where the live notice of request requestID's cancel goes.
-func (t Topology) CancelSubject(requestID string) string {
-	return t.CancelsPrefix + "." + RequestKey(requestID)
 }
 
 // CancelledFilter matches every cancelled terminal record.

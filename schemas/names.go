@@ -31,9 +31,6 @@ const (
 	DefaultAttemptsStream = "PERSONAQ_ATTEMPTS"
 	// DefaultAttemptsPrefix: events go to <prefix>.<request key>.<kind>.
 	DefaultAttemptsPrefix = "personaq.attempts"
-	// DefaultCancelsPrefix: the live notice of a cancelled request goes to
-	// <prefix>.<request key> (core NATS, not stored: the record is).
-	DefaultCancelsPrefix = "personaq.cancels"
 	// DefaultAdvisoryStream captures the requests stream's MAX_DELIVERIES
 	// advisories, so none is lost while no listener runs.
 	DefaultAdvisoryStream = "PERSONAQ_ADVISORIES"
