@@ -22,7 +22,8 @@ const faultDelay = 5 * time.Second
 //	decode  the request, its policy and step deadline; a message that does
 //	        not decode is quarantined (invalid_message), unrun
 //	cancel  a request already cancelled is settled as its record says,
-//	        unrun (cancelWatch: most deliveries pay no lookup for it)
+//	        unrun (cancelWatch: most deliveries pay no lookup for it); one
+//	        not started within its queue wait ends unrun (queueWaited)
 //	admit   flow control: a persona whose circuit is open or whose limiter
 //	        cools down is not called; released without counting
 //	begin   the ledger numbers the attempt and leases it; a step already
@@ -66,6 +67,9 @@ func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptStat
 		return end
 	}
 	if end, done := r.cancelledBefore(ctx, st); done {
+		return end
+	}
+	if end, done := r.queueWaited(ctx, st); done {
 		return end
 	}
 	if end, done := r.admit(st); done {

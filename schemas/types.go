@@ -31,6 +31,9 @@ type PolicyOverrides struct {
 	BackoffMs []int64 `json:"backoff_ms,omitempty"`
 	// NonRetryable adds error type names (simple names) that end retries.
 	NonRetryable []string `json:"non_retryable,omitempty"`
+	// QueueWaitMs bounds how long the request may wait to start (see
+	// retry.Policy.QueueWait).
+	QueueWaitMs int64 `json:"queue_wait_ms,omitempty"`
 }
 
 // Budget bounds what one request may spend across all its attempts; a zero
@@ -174,11 +177,14 @@ const (
 const (
 	// ReasonCancelled: someone cancelled the request (see CancelledBy).
 	ReasonCancelled Reason = "cancelled"
+	// ReasonQueueWaitExceeded: the request did not start within its queue
+	// wait (OutcomeDeadlineExceeded); it never ran.
+	ReasonQueueWaitExceeded Reason = "queue_wait_exceeded"
 )
 
 // StopReasons lists the reasons an outcome event may carry that are not
 // quarantine reasons, in a stable order.
-var StopReasons = []Reason{ReasonCancelled}
+var StopReasons = []Reason{ReasonCancelled, ReasonQueueWaitExceeded}
 
 // Reasons lists every quarantine reason, in a stable order.
 var Reasons = []Reason{

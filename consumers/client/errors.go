@@ -30,6 +30,11 @@ var (
 	// (CancelledBy). It is also the cause a cancelled attempt's context
 	// carries.
 	ErrCancelled = consumers.ErrCancelled
+	// ErrQueueWait: the request did not start within its queue wait
+	// (policy queue_wait, or policy_overrides.queue_wait_ms); it never
+	// ran. Its record's outcome is deadline_exceeded, so the error also
+	// matches ErrStepDeadline.
+	ErrQueueWait = errors.New("not started within its queue wait")
 	// ErrAlreadyEnded: a cancel came after the request had ended another
 	// way; that record stands.
 	ErrAlreadyEnded = consumers.ErrAlreadyEnded
@@ -82,6 +87,9 @@ func (e *StoppedError) kind() string {
 func (e *StoppedError) Is(target error) bool {
 	if target == ErrBudgetExhausted {
 		return e.Record.Reason == schemas.ReasonBudgetExhausted
+	}
+	if target == ErrQueueWait {
+		return e.Record.Reason == schemas.ReasonQueueWaitExceeded
 	}
 	switch e.Record.Outcome {
 	case schemas.OutcomeDeferred:
