@@ -57,6 +57,9 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
 		ProgressInterval: retry.ProgressIntervalFor(st.policy, st.history),
 	}
+	if st.lease != nil {
+		req.LeaseDeadline = st.lease.until // the agent's supervisor stops it by then
+	}
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)
 	out.result, out.err = st.persona.handler.Handle(ctx, req)

@@ -24,11 +24,11 @@ func TestCancelRunningCommandWithChildren(t *testing.T) {
 	h := newHarness(t, true)
 	outs := h.watchOutcomes()
 	dir := t.TempDir()
-	// The agent notes its pid (its group's id), starts two children that
-	// ignore nothing, and notes the SIGTERM it gets.
+	// The agent starts two children, notes its process group (its
+	// supervisor leads it), and notes the SIGTERM it gets.
 	script := `trap 'echo term > "$DIR/term"; exit 143' TERM
 sleep 300 & sleep 300 &
-echo $$ > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"
+cut -d' ' -f5 /proc/$$/stat > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"
 wait`
 	inv, err := handlers.NewCommand(handlers.CommandConfig{Path: "/bin/sh", Args: []string{"-c", script},
 		Env: []string{"DIR=" + dir}, KillGrace: 500 * time.Millisecond})
@@ -46,7 +46,7 @@ wait`
 		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
-	require.Len(t, groupMembers(pgid), 3, "the agent and its two children run")
+	require.Len(t, groupMembers(pgid), 4, "the supervisor, the agent and its two children run")
 	t0 := time.Now()
 	h.cancel(req, "stop the agent")
 	require.Eventually(t, func() bool { return len(groupMembers(pgid)) == 0 }, 3*time.Second, 10*time.Millisecond,
