@@ -41,6 +41,7 @@ func TestSupervisorStopsAgentGroupWhenReplicaDies(t *testing.T) {
 	t.Parallel()
 	replica, pgid := startSupervisedReplica(t, "^TestSupervisorStopsAgentGroupWhenReplicaDies$", "")
 	require.Len(t, groupMembers(pgid), 4, "supervisor, agent and two children")
+	require.NoError(t, replica.Process.Signal(syscall.SIGSTOP)) // a replica killed while frozen, too
 	require.NoError(t, replica.Process.Signal(syscall.SIGKILL))
 	_ = replica.Wait()
 	require.Eventually(t, func() bool { return len(groupMembers(pgid)) == 0 }, time.Second, 10*time.Millisecond,
