@@ -30,7 +30,7 @@ func TestFaultKillReplicaLeavesNoAgentGroup(t *testing.T) {
 	e.publish(reqs...)
 	waitUntil(t, "groupkill-1 running 2 agents", 30*time.Second, func() bool { return len(a.agents()) >= 2 })
 	require.NoError(t, a.signal(syscall.SIGSTOP)) // no new agent between the listing and the kill
-	groups := a.supervisors()
+	groups, agents := a.supervisors(), a.agents()
 	members := 0
 	for _, g := range groups {
 		n := len(groupMembers(g))
@@ -48,6 +48,9 @@ func TestFaultKillReplicaLeavesNoAgentGroup(t *testing.T) {
 		require.Empty(t, groupMembers(g), "processes of agent group %d alive 1 s after its replica was SIGKILLed: %s", g, describe(groupMembers(g)))
 	}
 	a.kill() // reaped
+	// An agent SIGKILLed before its SIGTERM trap wrote its end line ended
+	// then at the latest.
+	e.clipped(agents, killedAt.Add(goneAfter))
 	res := e.check(reqs, 2*time.Minute)
 	e.note("SIGKILL with %d agent groups (%d processes, children included) running: none alive %s after the kill",
 		len(groups), members, goneAfter.Round(time.Millisecond))
