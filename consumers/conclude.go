@@ -89,6 +89,7 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 	ev.Blocked = end.decision.Blocked || ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
+		ev.RequestDigest = schemas.RequestDigest(st.req) // a resubmit with other content is a conflict
 		if !st.req.CreatedAt.IsZero() {
 			ev.DurationMs = max(ev.At.Sub(st.req.CreatedAt).Milliseconds(), 0) // submit to end, retries included
 		}

@@ -135,6 +135,7 @@ func (r *Runtime) quarantineUnserved(ctx context.Context, s jetstream.Stream, ra
 			SchemaVersion: schemas.Version, RequestID: req.RequestID, TaskID: req.TaskID, Step: req.Step, Persona: persona,
 			Outcome: schemas.OutcomeQuarantined, Reason: schemas.ReasonUnknownPersona, Detail: rec.Detail, Blocked: true,
 			QuarantineSeq: qseq, CorrelationID: req.CorrelationID, SubmittedAt: req.CreatedAt.UTC(), At: r.now().UTC(),
+			RequestDigest: schemas.RequestDigest(req),
 		}
 		if _, _, err := r.outcomes.create(ctx, ev); err != nil {
 			return err

@@ -67,7 +67,12 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 		b = append(b, '"')
 	}
 	b = appendOptional(b, `,"cancelled_by":`, ev.CancelledBy)
-	return appendUsage(b, ev.Usage)
+	b, err := appendUsage(b, ev.Usage)
+	if err != nil {
+		return nil, err
+	}
+	b = appendOptional(b, `,"request_digest":`, ev.RequestDigest)
+	return append(b, '}'), nil
 }
 
 // strictTime reports whether time.Time.MarshalJSON writes t as
@@ -173,7 +178,7 @@ func AppendString(b []byte, s string) []byte {
 // without reflection: the runtime publishes attempt events on every
 // attempt. Like json.Marshal it does not validate ev.
 func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
-	if !strictTime(ev.At) {
+	if !strictTime(ev.At) || !strictTime(ev.Deadline) || !strictTime(ev.CreatedAt) {
 		return json.Marshal(ev)
 	}
 	b := make([]byte, 0, 320+len(ev.Error))
@@ -199,7 +204,24 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = append(b, `,"at":"`...)
 	b = ev.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
-	return appendUsage(b, ev.Usage)
+	b, err := appendUsage(b, ev.Usage)
+	if err != nil {
+		return nil, err
+	}
+	b = appendTime(b, `,"deadline":"`, ev.Deadline)
+	b = appendTime(b, `,"created_at":"`, ev.CreatedAt)
+	b = appendOptional(b, `,"request_digest":`, ev.RequestDigest)
+	return append(b, '}'), nil
+}
+
+// appendTime appends key (with its opening quote) and t, unless t is zero
+// (omitzero).
+func appendTime(b []byte, key string, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	b = t.AppendFormat(append(b, key...), time.RFC3339Nano)
+	return append(b, '"')
 }
 
 // appendProgress appends the progress field, when p is set.
@@ -214,8 +236,8 @@ func appendProgress(b []byte, p *Progress) []byte {
 	return append(b, '}')
 }
 
-// appendUsage appends the usage field (when u is set) and closes the
-// object. The floats' formatting is json.Marshal's own: it is left to it.
+// appendUsage appends the usage field, when u is set. The floats'
+// formatting is json.Marshal's own: it is left to it.
 func appendUsage(b []byte, u *Usage) ([]byte, error) {
 	if u != nil {
 		raw, err := json.Marshal(u)
@@ -224,7 +246,7 @@ func appendUsage(b []byte, u *Usage) ([]byte, error) {
 		}
 		b = append(append(b, `,"usage":`...), raw...)
 	}
-	return append(b, '}'), nil
+	return b, nil
 }
 
 // appendInt appends key and n unless n is zero (omitempty).

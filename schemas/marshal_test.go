@@ -23,6 +23,7 @@ func TestMarshalOutcome(t *testing.T) {
 	cancelled.Outcome, cancelled.Reason, cancelled.QuarantineSeq = schemas.OutcomeCancelled, schemas.ReasonCancelled, 0
 	cancelled.Detail, cancelled.CancelledBy = "workflow cancelled upstream", "token \"ci\""
 	cancelled.Usage = &schemas.Usage{InputTokens: 3, OutputTokens: 4}
+	full.RequestDigest = "sha256:0a1b"
 	ref := validOutcome()
 	ref.Output, ref.OutputRef = nil, &schemas.ObjectRef{Bucket: "OUT", Name: "k.ab12", Size: 1 << 20, Digest: "SHA-256=abc_-"}
 	tests := []struct {
@@ -134,6 +135,11 @@ func TestMarshalAttempt(t *testing.T) {
 			Kind: "failed", Attempt: 2, MaxAttempts: 3, Agent: "codex", Class: "retryable", Error: `429 "slow down" <retry>`,
 			Progress: &schemas.Progress{Completed: 1, Total: 4}, DurationMs: 812, NextAttempt: 3, NextAgent: "claude",
 			NextDelayMs: 2000, At: at.In(time.FixedZone("", 3600)), Usage: &schemas.Usage{InputTokens: 10, CostUSD: 1e-7},
+		}},
+		{"Queued", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: schemas.AttemptQueued, At: at, Deadline: at.Add(time.Minute), CreatedAt: at.Add(-time.Second),
+			RequestDigest: "sha256:00ff",
 		}},
 		{"Escapes", &schemas.AttemptEvent{Error: "\xff\u2028\x00\t&", DurationMs: -5, At: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)}},
 	}

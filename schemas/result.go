@@ -17,12 +17,19 @@ type AttemptKind string
 
 // Attempt event kinds.
 const (
+	// AttemptQueued: the request was stored (published by every submit
+	// path after JetStream confirmed it; Attempt is 0). It carries the
+	// step deadline, created_at and the request's content digest.
+	AttemptQueued  AttemptKind = "queued"
 	AttemptStarted AttemptKind = "started"
 	AttemptFailed  AttemptKind = "failed"
 	// AttemptCancelled: the running attempt was stopped by a cancel; it
 	// is not a failure and is not retried.
 	AttemptCancelled AttemptKind = "cancelled"
 )
+
+// AttemptKinds lists every attempt event kind, in a stable order.
+var AttemptKinds = []AttemptKind{AttemptQueued, AttemptStarted, AttemptFailed, AttemptCancelled}
 
 // AttemptEvent reports one attempt of a request as it happens: its start,
 // and, when it failed, why and what happens next. They are informational
@@ -54,6 +61,14 @@ type AttemptEvent struct {
 	// Usage is what a failed attempt reported consuming; absent when
 	// nothing.
 	Usage *Usage `json:"usage,omitempty"`
+	// Deadline is the step deadline the request was sent with (queued
+	// events; absent when none).
+	Deadline time.Time `json:"deadline,omitzero"`
+	// CreatedAt is the request's created_at (queued events).
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// RequestDigest is RequestDigest of the request (queued events): a
+	// submit of the same request id with another digest is a conflict.
+	RequestDigest string `json:"request_digest,omitempty"`
 }
 
 // DecodeAttemptEvent decodes and validates an AttemptEvent.

@@ -150,6 +150,10 @@ type OutcomeEvent struct {
 	// Usage sums what every attempt of the request reported consuming;
 	// absent when none reported anything.
 	Usage *Usage `json:"usage,omitempty"`
+	// RequestDigest is RequestDigest of the request the record ends, so a
+	// later submit of the same request id with other content is refused
+	// after the attempts stream has forgotten the request.
+	RequestDigest string `json:"request_digest,omitempty"`
 }
 
 // Reason says why a message was quarantined.

@@ -130,6 +130,9 @@ personas:
 	code, out, _ = run(t, context.Background(), "--nats-url", n.URL(), "publish", "--persona", "flaky", "--task", "t-serve", "--id", "req-1", "-o", "json")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"duplicate":true`, "same id is deduplicated")
+	code, _, errOut = run(t, context.Background(), "--nats-url", n.URL(), "publish", "--persona", "flaky", "--task", "t-serve", "--id", "req-1", "--input", `{"other":1}`)
+	require.Equal(t, 1, code, "the same id with other content is refused")
+	require.Contains(t, errOut, "request id req-1 was already submitted for persona flaky task t-serve step main with other content (conflict")
 
 	ev := waitOutcome(t, js, "req-1")
 	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)

@@ -69,7 +69,7 @@ func runConsole(ctx context.Context, g *globals, f consoleFlags) error {
 	token, generated := consoleToken(f.token, f.readOnly)
 	addr, stop, err := startConsole(ctx, f.listen, false, console.Config{
 		JetStream: js, Ledger: led, Token: token, ReadOnly: f.readOnly, Logger: &log,
-	}, log)
+	}, nil, log)
 	if err != nil {
 		return err
 	}
@@ -124,8 +124,9 @@ func consoleLedger(ctx context.Context, g *globals, log zerolog.Logger) (console
 }
 
 // startConsole serves the console on listen until stop; with fallback, a
-// port in use is replaced by a free one on the same host.
-func startConsole(ctx context.Context, listen string, fallback bool, cfg console.Config, log zerolog.Logger) (string, func(), error) {
+// port in use is replaced by a free one on the same host. A non-nil apiH
+// (the HTTP API) is served beside it, on /v1/ and /healthz.
+func startConsole(ctx context.Context, listen string, fallback bool, cfg console.Config, apiH http.Handler, log zerolog.Logger) (string, func(), error) {
 	srv, err := console.New(cfg)
 	if err != nil {
 		return "", nil, err
@@ -144,7 +145,7 @@ func startConsole(ctx context.Context, listen string, fallback bool, cfg console
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	srv.Start(base)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: withAPI(srv.Handler(), apiH), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return base }}
 	go func() { _ = hs.Serve(ln) }()
 	stop := func() {
@@ -157,17 +158,46 @@ func startConsole(ctx context.Context, listen string, fallback bool, cfg console
 	return ln.Addr().String(), stop, nil
 }
 
-// serveDevConsole serves the console of `personaq dev` on addr ("" : off).
+// withAPI routes /v1/ and /healthz to apiH (when set), the rest to h.
+func withAPI(h, apiH http.Handler) http.Handler {
+	if apiH == nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", apiH)
+	mux.Handle("/healthz", apiH)
+	mux.Handle("/", h)
+	return mux
+}
+
+// serveDevConsole serves the console of `personaq dev` on addr ("" : off),
+// with the HTTP API beside it on /v1/.
 func serveDevConsole(ctx context.Context, g *globals, addr string, js jetstream.JetStream, led any, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	l, _ := led.(console.Ledger)
 	token, generated := consoleToken(os.Getenv(consoleTokenEnv), false)
-	got, stop, err := startConsole(ctx, addr, true, console.Config{JetStream: js, Ledger: l, Token: token, Logger: &log}, log)
+	apiSrv, apiToken, apiGenerated, err := devAPI(ctx, js, log)
 	if err != nil {
 		return nil, err
 	}
+	got, stop, err := startConsole(ctx, addr, true, console.Config{JetStream: js, Ledger: l, Token: token, Logger: &log}, apiSrv.Handler(), log)
+	if err != nil {
+		apiSrv.Stop()
+		return nil, err
+	}
 	announceConsole(g, "personaq dev", got, token, generated)
-	return stop, nil
+	announceAPI(g, got, apiToken, apiGenerated)
+	return func() { stop(); apiSrv.Stop() }, nil
+}
+
+// announceAPI prints where the API is, and its token when it was made
+// here (never when PERSONAQ_API_TOKEN chose it; never in the logs).
+func announceAPI(g *globals, addr, token string, generated bool) {
+	if generated {
+		fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token: %s; set %s to choose one)\n", addr, token, apiTokenEnv)
+		return
+	}
+	fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token: $%s)\n", addr, apiTokenEnv)
 }

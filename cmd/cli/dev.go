@@ -111,6 +111,11 @@ func runDev(ctx context.Context, g *globals, f devFlags) error {
 		return err
 	}
 	defer stopMetrics()
+	// Provisioned before the console and API are announced, so a caller
+	// reading "API at …" finds the demo personas served.
+	if err := rt.Provision(ctx); err != nil {
+		return err
+	}
 	stopConsole, err := serveDevConsole(ctx, g, f.console, js, led, log)
 	if err != nil {
 		return err

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/personaq/personaq/schemas"
 	"github.com/spf13/cobra"
+
+	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/schemas"
 )
 
 func init() { register(newPublishCmd) }
@@ -48,10 +51,11 @@ the whole terminal record with the output). Exit codes with --wait:
   5   escalated: retries exhausted without progress
   6   step deadline exceeded
   7   cancelled (personaq cancel, the API, a client's Cancel)
-  1   anything else (NATS unreachable, bad flags, …)`,
+  1   anything else (NATS unreachable, bad flags, the --id already used for a
+      request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPublish(cmd, g, f)
+			return explainConflict(runPublish(cmd, g, f))
 		},
 	}
 	fl := cmd.Flags()
@@ -148,4 +152,25 @@ func printPublished(w io.Writer, output string, req *schemas.PersonaRequest, str
 	_, err := fmt.Fprintf(w, "published request %s for persona %s task %s step %s: stream %s seq %d%s\n",
 		req.RequestID, req.Persona, req.TaskID, req.Step, stream, seq, note)
 	return err
+}
+
+// explainConflict says what a refused --id is: the request id was already
+// submitted with other content (a conflict; republishing the same content
+// is idempotent instead), naming what is stored.
+func explainConflict(err error) error {
+	var ce *client.ConflictError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	what := ""
+	switch {
+	case ce.Queued != nil:
+		what = fmt.Sprintf(" for persona %s task %s step %s", ce.Queued.Persona, ce.Queued.TaskID, ce.Queued.Step)
+	case ce.Record != nil:
+		what = fmt.Sprintf(" for persona %s task %s step %s (ended %s)", ce.Record.Persona, ce.Record.TaskID, ce.Record.Step, ce.Record.Outcome)
+	case ce.Stored != nil:
+		what = fmt.Sprintf(" for persona %s task %s step %s", ce.Stored.Persona, ce.Stored.TaskID, ce.Stored.Step)
+	}
+	return fmt.Errorf("request id %s was already submitted%s with other content (conflict: stored digest %s, this one %s); "+
+		"publish the same content to get that request, or choose another --id: %w", ce.RequestID, what, ce.StoredDigest, ce.Digest, err)
 }

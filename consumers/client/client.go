@@ -50,6 +50,7 @@ type Client struct {
 	grace   time.Duration
 	cache   *personaCache
 	records *consumers.Outcomes
+	submit  *consumers.Submitter
 	tracer  trace.Tracer
 }
 
@@ -77,6 +78,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
 	c.records = consumers.NewOutcomes(c.js, c.topo)
+	c.submit = consumers.NewSubmitter(c.js, c.topo, c.records)
 	c.tracer = tracing.Tracer(cfg.TracerProvider)
 	return c, nil
 }
@@ -86,11 +88,15 @@ type Submitted struct {
 	RequestID string
 	Stream    string
 	Sequence  uint64
-	// Duplicate: a request with this id was already stored (within the
-	// stream's duplicate window); nothing new was published.
+	// Duplicate: the same request (same id, same content) was already
+	// submitted; nothing new was published, and Deadline is the first
+	// submission's. The same id with other content is an error matching
+	// ErrConflict instead.
 	Duplicate bool
 	// Deadline is the step deadline sent with the request (zero: none).
 	Deadline time.Time
+	// Digest is the request's content digest (schemas.RequestDigest).
+	Digest string
 }
 
 type submitOptions struct {
@@ -110,9 +116,12 @@ func WithDeadline(t time.Time) SubmitOption { return func(o *submitOptions) { o.
 // unknown_persona after their grace period if none ever does).
 func SkipPersonaCheck() SubmitOption { return func(o *submitOptions) { o.skipCheck = true } }
 
-// Submit validates req and publishes it, deduplicated by request id. It
-// refuses a persona no replica serves (naming those that are) and a
-// policy name that does not resolve, unless SkipPersonaCheck.
+// Submit validates req and publishes it, deduplicated by request id, then
+// publishes its queued attempt event. It refuses a persona no replica
+// serves (naming those that are) and a policy name that does not resolve,
+// unless SkipPersonaCheck. A request id already submitted with the same
+// content is returned as that submission (Duplicate); with other content
+// it is a *ConflictError matching ErrConflict.
 func (c *Client) Submit(ctx context.Context, req *schemas.PersonaRequest, opts ...SubmitOption) (*Submitted, error) {
 	var o submitOptions
 	for _, opt := range opts {
@@ -129,13 +138,14 @@ func (c *Client) Submit(ctx context.Context, req *schemas.PersonaRequest, opts .
 func (c *Client) publish(ctx context.Context, req *schemas.PersonaRequest, deadline time.Time) (*Submitted, error) {
 	ctx, span := tracing.StartSend(ctx, c.tracer, c.topo.RequestSubject(req.Persona), req.RequestID,
 		tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID), tracing.Step.String(req.Step))
-	ack, err := consumers.PublishRequest(ctx, c.js, c.topo, req, consumers.WithDeadline(deadline))
+	sub, err := c.submit.Submit(ctx, req, deadline)
 	if err != nil {
 		tracing.EndSend(span, tracing.Sent{}, err)
 		return nil, err
 	}
-	tracing.EndSend(span, tracing.Sent{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil)
-	return &Submitted{RequestID: req.RequestID, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate, Deadline: deadline}, nil
+	tracing.EndSend(span, tracing.Sent{Stream: sub.Stream, Sequence: sub.Sequence, Duplicate: sub.Duplicate}, nil)
+	return &Submitted{RequestID: req.RequestID, Stream: sub.Stream, Sequence: sub.Sequence, Duplicate: sub.Duplicate,
+		Deadline: sub.Deadline, Digest: sub.Digest}, nil
 }
 
 // Budget returns the step budget req will run under: the served persona's
@@ -168,8 +178,12 @@ func (c *Client) Run(ctx context.Context, req *schemas.PersonaRequest, opts ...A
 	}
 	logBudget(c.log, b, req)
 	deadline := time.Now().Add(b.StepDeadline)
-	if _, err := c.publish(ctx, req, deadline); err != nil {
+	sub, err := c.publish(ctx, req, deadline)
+	if err != nil {
 		return nil, err
+	}
+	if sub.Duplicate && !sub.Deadline.IsZero() {
+		deadline = sub.Deadline // the first submission's budget stands
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline.Add(c.grace))
 	defer cancel()

@@ -42,9 +42,18 @@ var (
 	ErrUnknownRequest = consumers.ErrUnknownRequest
 	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
 	ErrUnknownPersona = consumers.ErrUnknownPersona
+	// ErrConflict: the request id was already submitted with other
+	// content; the error is a *ConflictError saying what is stored.
+	ErrConflict = consumers.ErrConflict
 	// ErrInvalidConfig wraps configuration errors, naming the field.
 	ErrInvalidConfig = errors.New("invalid client config")
 )
+
+// ConflictError is a submit refused because its request id was already
+// used for other content (see schemas.RequestDigest): it carries the stored
+// digest and what was found of the first request (its queued event,
+// terminal record or stored message).
+type ConflictError = consumers.ConflictError
 
 // StoppedError is a request that ended without succeeding: Record is its
 // terminal record (reason, quarantine sequence, attempts, last error, usage).

@@ -19,6 +19,7 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 		f.NATS.URLs = []string{DefaultNATSURL}
 	}
 	orStr(&f.NATS.Name, DefaultNATSName)
+	orStr(&f.API.Listen, DefaultAPIListen)
 	orDur(&f.Redis.TTL, DefaultRedisTTL)
 
 	t, def := &f.TopologyConfig, consumers.Topology{}.WithDefaults()

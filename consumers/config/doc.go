@@ -67,6 +67,10 @@
 //	PERSONAQ_RUNTIME_FETCH_MAX_WAIT             runtime.fetch_max_wait
 //	PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE      runtime.unknown_persona_grace
 //	PERSONAQ_RUNTIME_ATTEMPT_EVENTS             runtime.attempt_events
+//	PERSONAQ_API_LISTEN                         api.listen
+//	PERSONAQ_API_TLS_CERT                       api.tls_cert
+//	PERSONAQ_API_TLS_KEY                        api.tls_key
+//	PERSONAQ_API_INDEX_SIZE                     api.index_size
 //	PERSONAQ_DEFAULTS_POLICY                    defaults.policy
 //	PERSONAQ_DEFAULTS_CONCURRENCY               defaults.concurrency
 //	PERSONAQ_DEFAULTS_MAX_REPLICAS              defaults.max_replicas
@@ -98,7 +102,9 @@
 //
 //	PERSONA_TIMEOUTS_JSON='{"context":60000,"lead-engineer":90000}'
 //
-// Every variable wins over the file.
+// Every variable wins over the file. PERSONAQ_API_TOKEN is not a field:
+// `personaq api` and `personaq dev` take it as one more API token, named
+// env, with every scope.
 //
 // # Persona timeouts
 //

@@ -80,6 +80,11 @@ var envTable = []envVar{
 		return nil
 	}},
 
+	{"api.listen", str(func(f *File) *string { return &f.API.Listen })},
+	{"api.tls_cert", str(func(f *File) *string { return &f.API.TLSCert })},
+	{"api.tls_key", str(func(f *File) *string { return &f.API.TLSKey })},
+	{"api.index_size", integer(func(f *File) *int { return &f.API.IndexSize })},
+
 	{"defaults.policy", str(func(f *File) *string { return &f.Defaults.Policy })},
 	{"defaults.concurrency", integer(func(f *File) *int { return &f.Defaults.Concurrency })},
 	{"defaults.max_replicas", integer(func(f *File) *int { return &f.Defaults.MaxReplicas })},

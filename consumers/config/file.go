@@ -46,6 +46,8 @@ type File struct {
 	PersonaConfigs map[string]*PersonaConfig `yaml:"personas"`
 	// Limiters are shared rate limits personas name in rate_limit.limiter.
 	Limiters map[string]LimiterConfig `yaml:"limiters,omitempty"`
+	// API configures `personaq api`, the HTTP API server.
+	API APIConfig `yaml:"api,omitempty"`
 }
 
 // NATSConfig is how to reach NATS. At most one of CredsFile and NkeyFile;

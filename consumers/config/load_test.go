@@ -47,6 +47,7 @@ func TestLoadDefaults(t *testing.T) {
 		Runtime: config.RuntimeConfig{DrainTimeout: d("30s"), FetchMaxWait: d("1s"), UnknownPersonaGrace: d("5m"), AttemptEvents: ptr(true)},
 		Defaults: config.DefaultsConfig{Policy: "persona", Concurrency: 16, MaxReplicas: 4, Timeout: d("10m"), CodingTimeout: d("3m"),
 			MaxRetries: ptr(3), Circuit: config.CircuitConfig{Failures: 5, CoolDown: d("30s")}},
+		API: config.APIConfig{Listen: "127.0.0.1:8081"},
 		PersonaConfigs: map[string]*config.PersonaConfig{"echo": {
 			Invoker: config.InvokerConfig{Type: "demo", Demo: "echo"},
 			Timeout: d("10m"), Policy: config.PolicyConfig{Preset: "persona"}, Concurrency: 16, MaxReplicas: 4,
@@ -146,6 +147,10 @@ func TestEnvOverrides(t *testing.T) {
 		{"PERSONAQ_RUNTIME_FETCH_MAX_WAIT", "250ms", nil, func(f *config.File) any { return f.Runtime.FetchMaxWait }, d("250ms")},
 		{"PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE", "1m", nil, func(f *config.File) any { return f.Runtime.UnknownPersonaGrace }, d("1m")},
 		{"PERSONAQ_RUNTIME_ATTEMPT_EVENTS", "false", nil, func(f *config.File) any { return *f.Runtime.AttemptEvents }, false},
+		{"PERSONAQ_API_LISTEN", "0.0.0.0:9000", nil, func(f *config.File) any { return f.API.Listen }, "0.0.0.0:9000"},
+		{"PERSONAQ_API_TLS_CERT", "c.pem", map[string]string{"PERSONAQ_API_TLS_KEY": "k.pem"}, func(f *config.File) any { return f.API.TLSCert }, "c.pem"},
+		{"PERSONAQ_API_TLS_KEY", "k.pem", map[string]string{"PERSONAQ_API_TLS_CERT": "c.pem"}, func(f *config.File) any { return f.API.TLSKey }, "k.pem"},
+		{"PERSONAQ_API_INDEX_SIZE", "7", nil, func(f *config.File) any { return f.API.IndexSize }, 7},
 		{"PERSONAQ_DEFAULTS_POLICY", "llm", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Policy.Preset }, "llm"},
 		{"PERSONAQ_DEFAULTS_CONCURRENCY", "7", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].Concurrency }, 7},
 		{"PERSONAQ_DEFAULTS_MAX_REPLICAS", "9", nil, func(f *config.File) any { return f.PersonaConfigs["echo"].MaxReplicas }, 9},

@@ -28,6 +28,9 @@ func (f *File) Redacted() *File {
 		c.NATS.URLs[i] = RedactURL(u)
 	}
 	c.Redis.Password = redact(c.Redis.Password)
+	for i := range c.API.Tokens {
+		c.API.Tokens[i].Token = redact(c.API.Tokens[i].Token)
+	}
 	c.Redis.URL = RedactURL(c.Redis.URL)
 	for _, p := range c.PersonaConfigs {
 		iv := &p.Invoker
@@ -126,6 +129,7 @@ func (f *File) clone() *File {
 	c.Redis.Addrs = slices.Clone(f.Redis.Addrs)
 	c.Redis.Sentinel.Addrs = slices.Clone(f.Redis.Sentinel.Addrs)
 	c.Limiters = maps.Clone(f.Limiters)
+	c.API.Tokens = slices.Clone(f.API.Tokens)
 	if f.PersonaConfigs != nil {
 		c.PersonaConfigs = make(map[string]*PersonaConfig, len(f.PersonaConfigs))
 	}

@@ -50,6 +50,7 @@ func (f *File) validate(probs *problems) {
 	f.Defaults.validate(probs)
 	f.validatePersonas(probs)
 	f.validateFlow(probs)
+	f.API.validate(probs)
 }
 
 func (c NATSConfig) validate(probs *problems) {

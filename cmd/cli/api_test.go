@@ -1,0 +1,122 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/cmd/cli"
+)
+
+// lockedBuffer is a bytes.Buffer a running command writes to while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// start runs the CLI until the test ends; its stdout is readable meanwhile.
+func start(t *testing.T, args ...string) *lockedBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cli.Run(ctx, append([]string{"--log-format", "json"}, args...), &out, &errb)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return &out
+}
+
+func awaitLine(t *testing.T, out *lockedBuffer, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	require.Eventually(t, func() bool { m = re.FindStringSubmatch(out.String()); return m != nil }, 30*time.Second, 20*time.Millisecond,
+		"output: %s", out)
+	return m
+}
+
+func httpDo(t *testing.T, method, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	return resp.StatusCode, m
+}
+
+// TestDevServesTheAPI: personaq dev serves the HTTP API on its console's
+// listener and prints where, with the token it made.
+func TestDevServesTheAPI(t *testing.T) {
+	t.Parallel()
+	out := start(t, "dev", "--per-persona", "0", "--data-dir", t.TempDir(), "--console", "127.0.0.1:"+freePort(t))
+	m := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token: (\S+);`))
+	base, token := m[1], m[2]
+	code, st := httpDo(t, "POST", base+"/requests", token, `{"persona":"echo","task_id":"t-dev-api","input":{"hi":1}}`)
+	require.Equal(t, http.StatusCreated, code, "%v", st)
+	code, st = httpDo(t, "GET", base+"/requests/"+st["request_id"].(string)+"?wait=30s", token, "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "succeeded", st["status"])
+	code, _ = httpDo(t, "GET", base+"/personas", "wrong-token", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = httpDo(t, "GET", strings.TrimSuffix(base, "/v1")+"/healthz", "", "")
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestAPICommandServesWithConfigTokens: personaq api serves with the config
+// file's named tokens and their scopes.
+func TestAPICommandServesWithConfigTokens(t *testing.T) {
+	t.Parallel()
+	url, _ := serveDemo(t, "echo")
+	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`
+personas:
+  echo:
+    invoker: {type: demo, demo: echo}
+api:
+  tokens:
+    - {name: orchestrator, token: orchestrator-secret-01, scopes: [submit, read]}
+    - {name: watcher, token: watcher-secret-000001, scopes: [read]}
+`), 0o600))
+	out := start(t, "--nats-url", url, "api", "--config", cfgPath, "--listen", "127.0.0.1:"+freePort(t))
+	base := awaitLine(t, out, regexp.MustCompile(`personaq api: serving (http://\S+/v1)`))[1]
+	code, st := httpDo(t, "POST", base+"/requests", "orchestrator-secret-01", `{"persona":"echo","task_id":"t-api-cmd"}`)
+	require.Equal(t, http.StatusCreated, code, "%v", st)
+	code, st = httpDo(t, "POST", base+"/requests", "watcher-secret-000001", `{"persona":"echo","task_id":"t-api-cmd"}`)
+	require.Equal(t, http.StatusForbidden, code)
+	require.Equal(t, "submit", st["scope"])
+	code, _ = httpDo(t, "GET", base+"/personas", "watcher-secret-000001", "")
+	require.Equal(t, http.StatusOK, code)
+}
