@@ -289,10 +289,11 @@ func (e *faultEnv) check(reqs []*schemas.PersonaRequest, timeout time.Duration) 
 		ev := evs[0]
 		res.outcomes[string(ev.Outcome)]++
 		res.attempts += ev.Attempts
+		quarantines := ev.Outcome != schemas.OutcomeSucceeded && ev.Outcome != schemas.OutcomeCancelled
 		switch {
-		case ev.Outcome == schemas.OutcomeSucceeded && len(recs) != 0:
-			bad = append(bad, fmt.Sprintf("%s (%s): succeeded AND %d quarantine record(s)", r.RequestID, r.Persona, len(recs)))
-		case ev.Outcome != schemas.OutcomeSucceeded && len(recs) != 1:
+		case !quarantines && len(recs) != 0:
+			bad = append(bad, fmt.Sprintf("%s (%s): %s AND %d quarantine record(s)", r.RequestID, r.Persona, ev.Outcome, len(recs)))
+		case quarantines && len(recs) != 1:
 			bad = append(bad, fmt.Sprintf("%s (%s): %s with %d quarantine records", r.RequestID, r.Persona, ev.Outcome, len(recs)))
 		}
 		if ev.Attempts > max {
@@ -303,7 +304,7 @@ func (e *faultEnv) check(reqs []*schemas.PersonaRequest, timeout time.Duration) 
 		if len(rs) > max {
 			bad = append(bad, fmt.Sprintf("%s (%s): ran %d times, max %d attempts", r.RequestID, r.Persona, len(rs), max))
 		}
-		if len(rs) == 0 {
+		if len(rs) == 0 && ev.Outcome != schemas.OutcomeCancelled {
 			bad = append(bad, fmt.Sprintf("%s (%s): %s without a run", r.RequestID, r.Persona, ev.Outcome))
 		}
 		for _, o := range e.overlaps(rs) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/consumers/client"
 )
 
 // Agents never outlive their claim (the supervision scenarios): each
@@ -98,4 +100,46 @@ func describe(pids []int) string {
 		fmt.Fprintf(&b, "\n%s  [%s]", strings.TrimSpace(string(stat)), strings.ReplaceAll(string(cmd), "\x00", " "))
 	}
 	return b.String()
+}
+
+// Requests are cancelled while the replica running them is frozen alone:
+// each ends cancelled at once (its record), its agent and children are
+// gone by the lease deadline although the frozen replica never saw the
+// notice, and no other replica runs it again; when the replica wakes, its
+// attempts settle nothing.
+func TestFaultCancelWhileReplicaFrozen(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 1)
+	reps := e.replicas("cancelfrozen", 2, 4)
+	a := reps[0]
+	reqs := e.requests("cancelfrozen", 4, "long")
+	e.publish(reqs...)
+	waitUntil(t, "cancelfrozen-1 running 2 agents", 30*time.Second, func() bool { return len(a.agents()) >= 2 })
+	require.NoError(t, a.signal(syscall.SIGSTOP))
+	stoppedAt := time.Now()
+	groups, agents := a.supervisors(), a.agents()
+	held := e.requestsOf(agents)
+	c, err := client.New(client.Config{JetStream: e.js})
+	require.NoError(t, err)
+	for _, r := range reqs {
+		_, err := c.Cancel(e.ctx, r.RequestID, "cancelled while its replica is frozen", client.CancelledBy("fault test"))
+		require.NoError(t, err)
+	}
+	waitUntil(t, "the frozen replica's agent groups gone", 2*faultAckWait, func() bool {
+		return !slices.ContainsFunc(groups, func(g int) bool { return len(groupMembers(g)) > 0 })
+	})
+	goneAfter := time.Since(stoppedAt)
+	time.Sleep(3 * faultAckWait) // long enough for a rerun, which must not come
+	require.NoError(t, a.signal(syscall.SIGCONT))
+	res := e.check(reqs, 2*time.Minute)
+	runs := e.runs()
+	for _, id := range held {
+		for _, r := range runs[id] {
+			require.False(t, r.start.After(stoppedAt), "cancelled request %s ran again after the cancel", id)
+		}
+	}
+	require.Equal(t, len(reqs), res.outcomes["cancelled"])
+	e.note("%d requests cancelled while %d of them ran on a replica frozen alone: agents gone %s after the freeze, none rerun",
+		len(reqs), len(held), goneAfter.Round(time.Millisecond))
+	e.record(res)
 }
