@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -50,4 +51,28 @@ func TestCancelWatchTrack(t *testing.T) {
 	ctx2, cancel2 := context.WithCancelCause(context.Background())
 	defer w.track("r1", cancel2)()
 	require.Equal(t, ErrCancelled, context.Cause(ctx2))
+}
+
+// After a reconnect the watch reads the cancels stored while it could not
+// hear them: catchUp from a time reads the cancelled records stored since.
+func TestCancelWatchCatchesUpAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	js := n.JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(context.Background(), js, topo, nil))
+	before := Cancellation{RequestID: "before", Persona: "p"}
+	_, err := Cancel(context.Background(), js, topo, before)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	from := time.Now()
+	_, err = Cancel(context.Background(), js, topo, Cancellation{RequestID: "missed", Persona: "p"})
+	require.NoError(t, err)
+	w := newCancelWatch(js, topo, zerolog.Nop())
+	w.catchUp(context.Background(), from)
+	require.NotNil(t, w.cancelled("missed"), "a cancel stored since the drop is read")
+	require.Nil(t, w.cancelled("before"), "only what was stored since is read again")
+	w.catchUp(context.Background(), time.Time{})
+	require.NotNil(t, w.cancelled("before"))
+	require.True(t, w.horizon.IsZero(), "every stored cancel read: no message needs a lookup")
 }
