@@ -335,3 +335,32 @@ func TestCancelRecordAloneStopsQueuedRequest(t *testing.T) {
 	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 20*time.Millisecond)
 	require.EqualValues(t, 1, b.runs.Load(), "the cancelled request never ran")
 }
+
+// A cancel right after NATS restarts reaches the running attempt: the
+// replica's subscription comes back with its connection, and a cancel
+// stored before it did is read by the catch-up after the reconnect.
+func TestCancelAfterNATSRestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	b := newBlocking()
+	h.start(persona("planner", b, fastPolicy(3)))
+	req := h.publish("planner", "restart")
+	waitStarted(t, b)
+	h.nats.Restart(t)
+	var rec *schemas.OutcomeEvent
+	require.Eventually(t, func() bool { // the canceller's own connection comes back too
+		var err error
+		rec, err = consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{
+			RequestID: req.RequestID, Persona: req.Persona, TaskID: req.TaskID, Step: req.Step, Reason: "after a restart"})
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, schemas.OutcomeCancelled, rec.Outcome)
+	select {
+	case cause := <-b.causes:
+		require.Equal(t, consumers.ErrCancelled, cause)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running attempt was not stopped after NATS restarted")
+	}
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 1, b.runs.Load())
+}
