@@ -57,6 +57,9 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
 		ProgressInterval: retry.ProgressIntervalFor(st.policy, st.history),
 	}
+	if st.lease != nil {
+		req.LeaseDeadline = st.lease.until // the agent's supervisor stops it by then
+	}
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)
 	out.result, out.err = st.persona.handler.Handle(ctx, req)
@@ -65,13 +68,16 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 
 // decide is the stage that reads the attempt's outcome: an attempt whose
 // lease was lost settles nothing, one cut short by a shutdown is released
-// uncounted, a provider's throttling is flow control's; anything else is
+// uncounted, one stopped by a cancel ends as its cancelled record, a provider's throttling is flow control's; anything else is
 // classified and retry.Decide says what comes next.
 func (r *Runtime) decide(ctx context.Context, st *attemptState, out ran) ending {
 	if r.leaseLost(ctx, st) {
 		return fenced
 	}
 	if end, done := r.shuttingDown(ctx, st, out); done {
+		return end
+	}
+	if end, done := r.cancelledWhileRunning(ctx, st); done {
 		return end
 	}
 	classify(&st.attempt, out)

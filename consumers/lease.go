@@ -69,6 +69,14 @@ func (a *attemptLease) renewed(sent time.Time) {
 	}
 }
 
+// until is the lease's local deadline: past it, unless renewed, another
+// replica may run the request.
+func (a *attemptLease) until() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.deadline
+}
+
 // overdue reports whether the lease ran out at now without a renewal.
 func (a *attemptLease) overdue(now time.Time) bool {
 	a.mu.Lock()

@@ -38,7 +38,7 @@ func overrides(o *schemas.PolicyOverrides) retry.Overrides {
 		return retry.Overrides{}
 	}
 	out := retry.Overrides{MaxAttempts: o.MaxAttempts, AttemptTimeout: time.Duration(o.AttemptTimeoutMs) * time.Millisecond,
-		NonRetryable: o.NonRetryable}
+		NonRetryable: o.NonRetryable, QueueWait: time.Duration(o.QueueWaitMs) * time.Millisecond}
 	for _, ms := range o.BackoffMs {
 		out.Backoffs = append(out.Backoffs, time.Duration(ms)*time.Millisecond)
 	}

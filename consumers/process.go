@@ -21,6 +21,9 @@ const faultDelay = 5 * time.Second
 //
 //	decode  the request, its policy and step deadline; a message that does
 //	        not decode is quarantined (invalid_message), unrun
+//	cancel  a request already cancelled is settled as its record says,
+//	        unrun (cancelWatch: most deliveries pay no lookup for it); one
+//	        not started within its queue wait ends unrun (queueWaited)
 //	admit   flow control: a persona whose circuit is open or whose limiter
 //	        cools down is not called; released without counting
 //	begin   the ledger numbers the attempt and leases it; a step already
@@ -63,21 +66,27 @@ func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptStat
 	if end, done := r.decode(msg, st); done {
 		return end
 	}
+	if end, done := r.cancelledBefore(ctx, st); done {
+		return end
+	}
+	if end, done := r.queueWaited(ctx, st); done {
+		return end
+	}
 	if end, done := r.admit(st); done {
 		return end
 	}
 	if end, done := r.begin(ctx, st); done {
 		return end
 	}
+	// The attempt's context ends when its lease is lost (the lease keeper
+	// cancels it), so a handler stops work another replica may now run,
+	// and when its request is cancelled (the cancel watch cancels it).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if st.lease != nil {
-		// The attempt's context ends when its lease is lost (the lease
-		// keeper cancels it), so a handler stops work another replica may
-		// now run.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
 		r.holdLease(st, cancel)
 	}
+	defer r.cancels.track(st.req.RequestID, cancel)()
 	ran := r.invoke(ctx, st)
 	end := r.decide(ctx, st, ran)
 	return r.finish(st, end)

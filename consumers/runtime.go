@@ -130,6 +130,7 @@ type Runtime struct {
 	health   health
 	obs      Observer
 	leases   *leaseKeeper
+	cancels  *cancelWatch
 	tracer   trace.Tracer
 	// replicaID names this replica in the shared circuit states.
 	replicaID string
@@ -192,6 +193,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.tracer = tracing.Tracer(cfg.TracerProvider)
 	r.dlq = r.newWriter()
 	r.outcomes = NewOutcomes(r.js, r.topo)
+	r.cancels = newCancelWatch(r.js, r.topo, r.log)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
 			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
@@ -291,6 +293,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.health.ledgerResult(r.refreshEpoch(ectx))
 		cancel()
 	}
+	stopCancels, err := r.cancels.start(ctx)
+	if err != nil {
+		return fmt.Errorf("cancel notices: %w", err)
+	}
+	defer stopCancels()
 	router, subs, err := r.router()
 	if err != nil {
 		return err

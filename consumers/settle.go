@@ -34,6 +34,9 @@ const holdUnder = 5 * time.Second
 //	verdictQuarantine  quarantine record, terminal record, then Term
 //	verdictFenced      nothing: the message is left to the server
 //
+// A retry or release of a request cancelled meanwhile is settled as its
+// cancelled record instead (termed: no further attempt).
+//
 // Every settle is fenced first: a delivery whose attempt lost its lease,
 // or whose claim on the message lapsed, settles nothing (stale settle
 // refused). end records the terminal record that stands.
@@ -43,6 +46,7 @@ func (r *Runtime) settle(msg *message.Message, st *attemptState, end *ending) {
 		transport.ReleaseFenced(msg)
 		return
 	}
+	r.cancelledRetry(st, end)
 	switch end.verdict {
 	case verdictAck:
 		if end.final == nil && r.conclude(st, end, schemas.OutcomeSucceeded, 0) != nil {

@@ -143,6 +143,11 @@ func (t Topology) AttemptFilter(requestID string) string {
 	return t.AttemptsPrefix + "." + RequestKey(requestID) + ".*"
 }
 
+// CancelledFilter matches every cancelled terminal record.
+func (t Topology) CancelledFilter() string {
+	return t.OutcomesPrefix + "." + string(schemas.OutcomeCancelled) + ".>"
+}
+
 // RequestKey turns a request id into one subject token (and object name):
 // ids made of letters, digits, '-' and '_' are used as they are (UUIDs,
 // the default); any other id is "~" + its base64url encoding, so distinct

@@ -137,7 +137,11 @@ func (c CommandConfig) withDefaults() CommandConfig {
 // (see DefaultExitCodes); the end of stderr is the error text. The program runs
 // in its own process group, and nothing in that group outlives the attempt:
 // when the context ends the group gets SIGTERM, then SIGKILL after
-// KillGrace, and the attempt is a timeout.
+// KillGrace, and the attempt is a timeout (or cancelled, when its request
+// was). The group is led by a supervisor process (this binary re-executed:
+// one more process and a few MB per agent) that kills it when the replica
+// dies, or when the attempt's lease runs out unrenewed while the replica
+// is frozen, before another replica can start the request again.
 type CommandInvoker struct {
 	cfg CommandConfig
 }
@@ -165,8 +169,12 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	cmd := c.command(req, stdin)
 	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
+	sup, err := c.start(cmd, req)
+	if err != nil {
 		return Result{}, c.startError(err)
+	}
+	if sup != nil {
+		defer sup.end()
 	}
 	stopped := c.wait(ctx, cmd)
 	stdout.endLine()
@@ -193,13 +201,42 @@ func (c *CommandInvoker) command(req *Request, stdin []byte) *exec.Cmd {
 	cmd.Dir = c.cfg.Dir
 	cmd.Env = slices.Concat(os.Environ(), c.cfg.Env, attemptEnv(req))
 	cmd.Stdin = bytes.NewReader(stdin)
-	// Its own group, so one signal reaches everything the agent spawned.
+	// Its own group, so one signal reaches everything the agent spawned
+	// (led by the agent's supervisor, see start).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	dieWithReplica(cmd.SysProcAttr)
 	// A process that escaped the group (setsid) may hold stdout open; do
 	// not wait on it longer than the grace period.
 	cmd.WaitDelay = c.cfg.KillGrace
 	return cmd
+}
+
+// start starts the agent under its supervisor (see supervisor.go), which
+// kills the agent's whole group when this replica dies, or when the
+// attempt's lease deadline passes without a renewal reaching it (this
+// process frozen): the agent never outlives its claim. The returned
+// supervision feeds it the lease deadline until ended (nil: started
+// unsupervised, as when this binary's path is unknown).
+func (c *CommandInvoker) start(cmd *exec.Cmd, req *Request) (*supervision, error) {
+	sup, err := supervise(cmd, c.cfg.KillGrace)
+	if err != nil {
+		return nil, err
+	}
+	if sup == nil {
+		dieWithReplica(cmd.SysProcAttr)
+		return nil, cmd.Start()
+	}
+	agent := cmd.Args[1]
+	if err := cmd.Start(); err != nil {
+		sup.closeAll()
+		return nil, err
+	}
+	if err := sup.started(agent); err != nil {
+		_ = cmd.Wait()
+		sup.closeAll()
+		return nil, err
+	}
+	sup.feed(req.LeaseDeadline)
+	return sup, nil
 }
 
 func attemptEnv(req *Request) []string {

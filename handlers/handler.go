@@ -30,6 +30,12 @@ type Request struct {
 	// progress during this attempt (adaptive retry's poll interval; doubled
 	// after an attempt whose progress improved). Zero: not asked.
 	ProgressInterval time.Duration
+	// LeaseDeadline returns when the attempt's lease runs out unless
+	// renewed (it moves with each renewal); past it another replica may
+	// run the request again. Nil when the attempt has no lease. The
+	// command invoker's supervisor kills the agent by then; the HTTP
+	// invoker sends it in X-Personaq-Lease-Deadline.
+	LeaseDeadline func() time.Time
 }
 
 // Result is what a handler returns with or without an error. Progress is

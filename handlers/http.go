@@ -182,6 +182,13 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
 	r.Header.Set("X-Personaq-Agent", req.Agent)
 	injectTrace(ctx, r.Header)
+	if req.LeaseDeadline != nil {
+		if d := req.LeaseDeadline(); !d.IsZero() {
+			// Past it another replica may run the request: a persona server
+			// can stop by itself.
+			r.Header.Set("X-Personaq-Lease-Deadline", d.UTC().Format(time.RFC3339Nano))
+		}
+	}
 	if req.ProgressInterval > 0 {
 		r.Header.Set("X-Personaq-Progress-Interval-Ms", strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
 	}

@@ -36,7 +36,7 @@ func TestFaultFrozenReplica(t *testing.T) {
 	waitUntil(t, "frozen-1 running 3 agents", 30*time.Second, func() bool { return len(a.agents()) >= 3 })
 	require.NoError(t, a.signal(syscall.SIGSTOP))
 	frozen := a.agents()
-	for _, pid := range frozen {
+	for _, pid := range a.supervisors() { // each leads its agent's group
 		_ = syscall.Kill(-pid, syscall.SIGSTOP)
 	}
 	stoppedAt := time.Now()

@@ -257,10 +257,23 @@ func (r *replicaProc) waitReady(t *testing.T) {
 	})
 }
 
-// agents returns the pids of the replica's running agents (its children:
-// each leads its own process group).
+// agents returns the pids of the replica's running agents: the children
+// of its children, the agents' supervisors (each supervisor leads its
+// agent's process group; see supervisors and pgidOf).
 func (r *replicaProc) agents() []int {
-	parent := r.pid()
+	var out []int
+	for _, s := range r.supervisors() {
+		out = append(out, childrenOf(s)...)
+	}
+	return out
+}
+
+// supervisors returns the pids of the replica's live children: one
+// supervisor per running agent, each the leader of its agent's group.
+func (r *replicaProc) supervisors() []int { return childrenOf(r.pid()) }
+
+// childrenOf lists the live (not zombie) children of parent.
+func childrenOf(parent int) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -269,6 +282,22 @@ func (r *replicaProc) agents() []int {
 			continue
 		}
 		if ppid, state, ok := procStat(pid); ok && ppid == parent && state != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// groupMembers lists the live (not zombie) processes of process group pgid.
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !running(pid) {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
 			out = append(out, pid)
 		}
 	}

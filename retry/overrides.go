@@ -21,6 +21,8 @@ type Overrides struct {
 	// UsageBudget tightens the policy's, limit by limit
 	// (UsageBudget.Tighter): a request cannot loosen its policy's budget.
 	UsageBudget UsageBudget
+	// QueueWait replaces Policy.QueueWait when positive.
+	QueueWait time.Duration
 }
 
 // WithOverrides returns p with o applied; p itself is not modified.
@@ -36,6 +38,9 @@ func (p Policy) WithOverrides(o Overrides) Policy {
 	}
 	p.NonRetryable = slices.Concat(p.NonRetryable, o.NonRetryable)
 	p.UsageBudget = p.UsageBudget.Tighter(o.UsageBudget)
+	if o.QueueWait > 0 {
+		p.QueueWait = o.QueueWait
+	}
 	return p
 }
 

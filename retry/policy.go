@@ -56,6 +56,12 @@ type Policy struct {
 	// together: a failed attempt after which another would overspend it
 	// ends the request with schemas.ReasonBudgetExhausted. Default: no limit.
 	UsageBudget UsageBudget
+	// QueueWait bounds how long a request may wait to start (Temporal's
+	// schedule-to-start timeout): one not started within it, counted from
+	// its created_at, ends unrun as deadline_exceeded with reason
+	// queue_wait_exceeded, so its caller can fall back instead of waiting
+	// behind a backlog or an open circuit. Default: 0, no bound.
+	QueueWait time.Duration
 }
 
 // WithDefaults returns p with zero optional fields set to their defaults.

@@ -133,12 +133,13 @@ const (
 	ovAttemptTimeout
 	ovBackoff
 	ovNonRetryable
+	ovQueueWait
 	numOverridesKeys
 )
 
 var overridesKeys = [numOverridesKeys]string{
 	ovMaxAttempts: "max_attempts", ovAttemptTimeout: "attempt_timeout_ms",
-	ovBackoff: "backoff_ms", ovNonRetryable: "non_retryable",
+	ovBackoff: "backoff_ms", ovNonRetryable: "non_retryable", ovQueueWait: "queue_wait_ms",
 }
 
 const (

@@ -87,6 +87,8 @@ var fastSeedsRequest = []string{
 	`{` + minReq + `,"policy_overrides":{"max_attempts":0}}`,
 	`{` + minReq + `,"policy_overrides":{"max_attempts":-0}}`,
 	`{` + minReq + `,"policy_overrides":{"attempt_timeout_ms":0}}`,
+	`{` + minReq + `,"policy_overrides":{"queue_wait_ms":86400000}}`,
+	`{` + minReq + `,"policy_overrides":{"queue_wait_ms":0}}`,
 	`{` + minReq + `,"policy_overrides":{"backoff_ms":[null]}}`,
 	`{` + minReq + `,"policy_overrides":{"backoff_ms":null}}`,
 	`{` + minReq + `,"policy_overrides":{"non_retryable":[""]}}`,

@@ -177,6 +177,10 @@ func (s *requestScan) override(k int) bool {
 			o.BackoffMs = append(o.BackoffMs, n)
 			return ok
 		})
+	case ovQueueWait:
+		n, ok := s.integer(1, 86_400_000)
+		o.QueueWaitMs = n
+		return ok
 	case ovNonRetryable:
 		o.NonRetryable = []string{}
 		return s.array(func() bool {

@@ -70,6 +70,8 @@ var fastRequestCases = []struct {
 	{"agents fallback only", request(`"agents":{"fallback":"b"}`), false, ""},
 	{"agents unknown", request(`"agents":{"primary":"a","x":1}`), false, ""},
 	{"overrides", request(`"policy_overrides":{"max_attempts":3,"attempt_timeout_ms":5,"backoff_ms":[0,1],"non_retryable":["E"]}`), true, "r"},
+	{"overrides queue wait", request(`"policy_overrides":{"queue_wait_ms":250}`), true, "r"},
+	{"overrides queue wait zero", request(`"policy_overrides":{"queue_wait_ms":0}`), false, ""},
 	{"overrides empty", request(`"policy_overrides":{}`), true, "r"},
 	{"overrides empty arrays", request(`"policy_overrides":{"backoff_ms":[],"non_retryable":[ ]}`), true, "r"},
 	{"overrides 100 items", request(`"policy_overrides":{"backoff_ms":` + items(100, "7") + `}`), true, "r"},

@@ -66,6 +66,7 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 		b = ev.SubmittedAt.AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
+	b = appendOptional(b, `,"cancelled_by":`, ev.CancelledBy)
 	b, err := appendUsage(b, ev.Usage)
 	if err != nil {
 		return nil, err

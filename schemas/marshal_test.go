@@ -19,6 +19,10 @@ func TestMarshalOutcome(t *testing.T) {
 	full.Output = json.RawMessage(`{"plan":["a","b"],"n":1.5e3}`)
 	full.SubmittedAt = at.Add(-time.Minute).In(time.FixedZone("X", -(5*3600 + 30*60)))
 	full.Usage = &schemas.Usage{InputTokens: 1200, OutputTokens: 34, CostUSD: 0.000000123}
+	cancelled := validOutcome()
+	cancelled.Outcome, cancelled.Reason, cancelled.QuarantineSeq = schemas.OutcomeCancelled, schemas.ReasonCancelled, 0
+	cancelled.Detail, cancelled.CancelledBy = "workflow cancelled upstream", "token \"ci\""
+	cancelled.Usage = &schemas.Usage{InputTokens: 3, OutputTokens: 4}
 	full.RequestDigest = "sha256:0a1b"
 	ref := validOutcome()
 	ref.Output, ref.OutputRef = nil, &schemas.ObjectRef{Bucket: "OUT", Name: "k.ab12", Size: 1 << 20, Digest: "SHA-256=abc_-"}
@@ -30,6 +34,7 @@ func TestMarshalOutcome(t *testing.T) {
 		{"Valid", validOutcome()},
 		{"Full", full},
 		{"OutputRef", ref},
+		{"Cancelled", cancelled},
 		{"OutputNeedsCompacting", &schemas.OutcomeEvent{At: at, Output: json.RawMessage("{ \"a\" : \"<b>\\u2028\" }\n")}},
 		{"OutputString", &schemas.OutcomeEvent{At: at, Output: json.RawMessage(`"plain text"`)}},
 		{"Escapes", &schemas.OutcomeEvent{RequestID: "a\"b\\c", LastError: "tab\there\nnl \x01 \x7f é \u2028\u2029 \xff&<>"}},
@@ -72,6 +77,7 @@ func FuzzMarshalOutcome(f *testing.F) {
 			ev.Progress = &schemas.Progress{Completed: offset, Total: -offset}
 			ev.OutputRef = &schemas.ObjectRef{Bucket: id, Name: detail, Size: unixNano, Digest: lastErr}
 			ev.SubmittedAt = time.Unix(0, -unixNano).UTC()
+			ev.CancelledBy = lastErr
 			ev.Usage = &schemas.Usage{InputTokens: unixNano, OutputTokens: int64(offset), CostUSD: cost}
 		}
 		want, wantErr := json.Marshal(ev)

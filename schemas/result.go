@@ -23,10 +23,13 @@ const (
 	AttemptQueued  AttemptKind = "queued"
 	AttemptStarted AttemptKind = "started"
 	AttemptFailed  AttemptKind = "failed"
+	// AttemptCancelled: the running attempt was stopped by a cancel; it
+	// is not a failure and is not retried.
+	AttemptCancelled AttemptKind = "cancelled"
 )
 
 // AttemptKinds lists every attempt event kind, in a stable order.
-var AttemptKinds = []AttemptKind{AttemptQueued, AttemptStarted, AttemptFailed}
+var AttemptKinds = []AttemptKind{AttemptQueued, AttemptStarted, AttemptFailed, AttemptCancelled}
 
 // AttemptEvent reports one attempt of a request as it happens: its start,
 // and, when it failed, why and what happens next. They are informational

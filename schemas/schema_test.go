@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,10 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 	for i, r := range Reasons {
 		reasons[i] = string(r)
 	}
+	var stops []any
+	for _, r := range StopReasons {
+		stops = append(stops, string(r))
+	}
 	outcomes := make([]any, len(Outcomes))
 	for i, o := range Outcomes {
 		outcomes[i] = string(o)
@@ -40,7 +45,7 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 		want  []any
 	}{
 		{"QuarantineReason", schemaFiles[quarantineSchema], "reason", reasons},
-		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", reasons},
+		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", append(slices.Clone(reasons), stops...)},
 		{"Outcome", schemaFiles[outcomeSchema], "outcome", outcomes},
 		{"AttemptKind", schemaFiles[attemptSchema], "kind", kinds},
 	}

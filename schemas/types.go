@@ -31,6 +31,9 @@ type PolicyOverrides struct {
 	BackoffMs []int64 `json:"backoff_ms,omitempty"`
 	// NonRetryable adds error type names (simple names) that end retries.
 	NonRetryable []string `json:"non_retryable,omitempty"`
+	// QueueWaitMs bounds how long the request may wait to start (see
+	// retry.Policy.QueueWait).
+	QueueWaitMs int64 `json:"queue_wait_ms,omitempty"`
 }
 
 // Budget bounds what one request may spend across all its attempts; a zero
@@ -88,11 +91,17 @@ const (
 	// OutcomeDeadlineExceeded: the step deadline the caller set at submit
 	// passed before the request could finish; it was not run (again).
 	OutcomeDeadlineExceeded Outcome = "deadline_exceeded"
+	// OutcomeCancelled: someone asked for the request to stop (Reason
+	// ReasonCancelled, Detail the text they gave, CancelledBy who), or it
+	// was not started in time (ReasonQueueWaitExceeded). A queued request
+	// never ran; a running attempt was stopped and is not a failure.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Outcomes lists every terminal outcome, in a stable order.
 var Outcomes = []Outcome{
 	OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated, OutcomeDeadlineExceeded,
+	OutcomeCancelled,
 }
 
 // Progress is tasks_completed / tasks_total as a persona reports it.
@@ -135,6 +144,9 @@ type OutcomeEvent struct {
 	OutputRef *ObjectRef `json:"output_ref,omitempty"`
 	// SubmittedAt is when the request was created (its created_at).
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	// CancelledBy names who asked for a cancelled request to stop (an API
+	// token's name, "cli", "console", a client's name); empty otherwise.
+	CancelledBy string `json:"cancelled_by,omitempty"`
 	// Usage sums what every attempt of the request reported consuming;
 	// absent when none reported anything.
 	Usage *Usage `json:"usage,omitempty"`
@@ -164,6 +176,19 @@ const (
 	// request's token or cost budget; the task is blocked.
 	ReasonBudgetExhausted Reason = "budget_exhausted"
 )
+
+// Reasons a request ends with without a quarantine record (OutcomeCancelled).
+const (
+	// ReasonCancelled: someone cancelled the request (see CancelledBy).
+	ReasonCancelled Reason = "cancelled"
+	// ReasonQueueWaitExceeded: the request did not start within its queue
+	// wait (OutcomeDeadlineExceeded); it never ran.
+	ReasonQueueWaitExceeded Reason = "queue_wait_exceeded"
+)
+
+// StopReasons lists the reasons an outcome event may carry that are not
+// quarantine reasons, in a stable order.
+var StopReasons = []Reason{ReasonCancelled, ReasonQueueWaitExceeded}
 
 // Reasons lists every quarantine reason, in a stable order.
 var Reasons = []Reason{

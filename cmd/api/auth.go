@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
@@ -71,6 +72,14 @@ func (s *Server) authorize(scope Scope, h http.HandlerFunc) http.HandlerFunc {
 				"token "+tok.Name+" does not have scope "+string(scope)).with("scope", string(scope)))
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), tokenNameKey{}, tok.Name)))
 	}
+}
+
+type tokenNameKey struct{}
+
+// tokenName is the name of the token that authorized r ("" when none).
+func tokenName(r *http.Request) string {
+	name, _ := r.Context().Value(tokenNameKey{}).(string)
+	return name
 }

@@ -109,10 +109,12 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/requests/{id}/output", read(s.output))
 	mux.HandleFunc("GET /v1/requests/{id}/events", read(s.events))
 	mux.HandleFunc("GET /v1/personas", read(s.personas))
+	mux.HandleFunc("POST /v1/requests/{id}/cancel", s.authorize(ScopeCancel, s.needNATS(s.cancelRequest)))
+	mux.HandleFunc("POST /v1/tasks/{task_id}/cancel", s.authorize(ScopeCancel, s.needNATS(s.cancelTask)))
 	mux.HandleFunc("GET /v1/openapi.json", s.authorize(ScopeRead, serveOpenAPI))
 	mux.HandleFunc("GET /healthz", s.health)
 	for _, p := range []string{"/v1/requests", "/v1/requests/{id}", "/v1/requests/{id}/output", "/v1/requests/{id}/events",
-		"/v1/personas", "/v1/openapi.json", "/healthz"} {
+		"/v1/personas", "/v1/openapi.json", "/healthz", "/v1/requests/{id}/cancel", "/v1/tasks/{task_id}/cancel"} {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -50,6 +50,7 @@ the whole terminal record with the output). Exit codes with --wait:
   4   deferred: adaptive retry found a plateau across agents
   5   escalated: retries exhausted without progress
   6   step deadline exceeded
+  7   cancelled (personaq cancel, the API, a client's Cancel)
   1   anything else (NATS unreachable, bad flags, the --id already used for a
       request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)`,
 		Args: cobra.NoArgs,

@@ -32,7 +32,7 @@ stream's retention (7 days by default).
 
 --wait D waits up to D for a request that has not ended yet. The exit code
 says how it ended, as for publish --wait: 0 succeeded, 3 blocked, 4 deferred,
-5 escalated, 6 step deadline exceeded.`,
+5 escalated, 6 step deadline exceeded, 7 cancelled.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -108,6 +108,9 @@ func writeRecordText(w io.Writer, rec *schemas.OutcomeEvent, out []byte) error {
 	}
 	if rec.Detail != "" {
 		fmt.Fprintf(w, "  detail %s\n", rec.Detail)
+	}
+	if rec.CancelledBy != "" {
+		fmt.Fprintf(w, "  cancelled by %s\n", rec.CancelledBy)
 	}
 	if rec.LastError != "" {
 		fmt.Fprintf(w, "  last error %s\n", rec.LastError)

@@ -20,6 +20,9 @@ const (
 	exitDeferred  = 4
 	exitEscalated = 5
 	exitDeadline  = 6
+	// exitCancelled: the request was cancelled (personaq cancel, the API,
+	// a client's Cancel).
+	exitCancelled = 7
 )
 
 func runPublish(cmd *cobra.Command, g *globals, f publishFlags) error {
@@ -165,6 +168,8 @@ func exitCode(err error) int {
 		return exitEscalated
 	case errors.Is(err, client.ErrStepDeadline):
 		return exitDeadline
+	case errors.Is(err, client.ErrCancelled):
+		return exitCancelled
 	}
 	return exitBlocked
 }

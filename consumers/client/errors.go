@@ -25,6 +25,21 @@ var (
 	// request's token or cost budget. The request was quarantined, so the
 	// error matches ErrBlocked too.
 	ErrBudgetExhausted = errors.New("token or cost budget exhausted")
+	// ErrCancelled: the request was cancelled (Cancel, CancelTask, the
+	// API, the CLI); the record says why (Detail) and who asked
+	// (CancelledBy). It is also the cause a cancelled attempt's context
+	// carries.
+	ErrCancelled = consumers.ErrCancelled
+	// ErrQueueWait: the request did not start within its queue wait
+	// (policy queue_wait, or policy_overrides.queue_wait_ms); it never
+	// ran. Its record's outcome is deadline_exceeded, so the error also
+	// matches ErrStepDeadline.
+	ErrQueueWait = errors.New("not started within its queue wait")
+	// ErrAlreadyEnded: a cancel came after the request had ended another
+	// way; that record stands.
+	ErrAlreadyEnded = consumers.ErrAlreadyEnded
+	// ErrUnknownRequest: no open request and no terminal record has the id.
+	ErrUnknownRequest = consumers.ErrUnknownRequest
 	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
 	ErrUnknownPersona = consumers.ErrUnknownPersona
 	// ErrConflict: the request id was already submitted with other
@@ -42,8 +57,9 @@ type ConflictError = consumers.ConflictError
 
 // StoppedError is a request that ended without succeeding: Record is its
 // terminal record (reason, quarantine sequence, attempts, last error, usage).
-// It matches ErrBlocked, ErrDeferred, ErrEscalated or ErrStepDeadline, and
-// ErrBudgetExhausted besides ErrBlocked when the budget ended it.
+// It matches ErrBlocked, ErrDeferred, ErrEscalated, ErrStepDeadline or
+// ErrCancelled, and ErrBudgetExhausted besides ErrBlocked when the budget
+// ended it.
 type StoppedError struct {
 	Record *schemas.OutcomeEvent
 }
@@ -70,6 +86,8 @@ func (e *StoppedError) kind() string {
 		return "escalated"
 	case schemas.OutcomeDeadlineExceeded:
 		return "past its step deadline"
+	case schemas.OutcomeCancelled:
+		return "cancelled"
 	}
 	return "blocked"
 }
@@ -79,6 +97,9 @@ func (e *StoppedError) Is(target error) bool {
 	if target == ErrBudgetExhausted {
 		return e.Record.Reason == schemas.ReasonBudgetExhausted
 	}
+	if target == ErrQueueWait {
+		return e.Record.Reason == schemas.ReasonQueueWaitExceeded
+	}
 	switch e.Record.Outcome {
 	case schemas.OutcomeDeferred:
 		return target == ErrDeferred
@@ -86,6 +107,8 @@ func (e *StoppedError) Is(target error) bool {
 		return target == ErrEscalated
 	case schemas.OutcomeDeadlineExceeded:
 		return target == ErrStepDeadline
+	case schemas.OutcomeCancelled:
+		return target == ErrCancelled
 	}
 	return target == ErrBlocked
 }

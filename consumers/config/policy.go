@@ -64,6 +64,10 @@ type PolicyConfig struct {
 	// Budget bounds the tokens and cost of all of a request's attempts
 	// together; a request's own budget can only tighten it. Default: none.
 	Budget *BudgetConfig `yaml:"budget,omitempty"`
+	// QueueWait bounds how long a request may wait to start; one not
+	// started within it ends unrun (deadline_exceeded, reason
+	// queue_wait_exceeded). Default: none.
+	QueueWait Duration `yaml:"queue_wait,omitempty"`
 
 	// maxAttemptsSet: the mapping wrote max_attempts, even as 0.
 	maxAttemptsSet bool
@@ -73,7 +77,7 @@ type PolicyConfig struct {
 func (p PolicyConfig) Inline() bool {
 	return p.MaxAttempts != 0 || p.AttemptTimeout != 0 || p.Schedule != nil ||
 		p.NonRetryable != nil || p.NetworkDelay != 0 || p.ValidationDelay != 0 || p.ProgressInterval != 0 ||
-		p.Budget != nil
+		p.Budget != nil || p.QueueWait != 0
 }
 
 // BudgetConfig is a policy's token and cost budget:
@@ -255,6 +259,10 @@ func (p *PersonaConfig) policy(name string, probs *problems) retry.Policy {
 		pol.ValidationDelay = pc.ValidationDelay.Std()
 	}
 	nonNegative(probs, join(path, "progress_interval"), pc.ProgressInterval)
+	nonNegative(probs, join(path, "queue_wait"), pc.QueueWait)
+	if pc.QueueWait != 0 {
+		pol.QueueWait = pc.QueueWait.Std()
+	}
 	if pc.ProgressInterval != 0 {
 		pol.ProgressInterval = pc.ProgressInterval.Std()
 	}

@@ -77,7 +77,13 @@ func (e *env) personas() []consumers.Persona {
 		}
 		return handlers.Result{Output: []byte(fmt.Sprintf(`{"answer":"fixed","attempt":%d}`, req.Attempt))}, nil
 	})
-	return append(out, consumers.Persona{Name: "fixable", Handler: fixable, Policy: fast(retry.PersonaPolicy(time.Second)), Concurrency: 4})
+	// hang runs until its attempt is stopped (a cancel): one long attempt.
+	hang := handlers.Func(func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
+		<-ctx.Done()
+		return handlers.Result{}, context.Cause(ctx)
+	})
+	return append(out, consumers.Persona{Name: "fixable", Handler: fixable, Policy: fast(retry.PersonaPolicy(time.Second)), Concurrency: 4},
+		consumers.Persona{Name: "hang", Handler: hang, Policy: retry.Policy{Name: "hang", MaxAttempts: 1, AttemptTimeout: time.Minute}, Concurrency: 2})
 }
 
 func (e *env) startRuntime(led consumers.Ledger) {

@@ -83,6 +83,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /personas/{name}/resume", s.mutation(s.resume))
 	mux.Handle("POST /quarantine/plan", s.mutation(s.plan))
 	mux.Handle("POST /jobs/{id}/run", s.mutation(s.runJob))
+	mux.Handle("POST /cancel", s.mutation(s.cancel))
 	return secureHeaders(s.auth.withCSRF(mux))
 }
 

@@ -1,0 +1,78 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/integration/testenv"
+	"github.com/personaq/personaq/schemas"
+)
+
+// The watch stays bounded: past its bound it forgets the oldest half of
+// the cancels, and messages published before them must look their record
+// up; later ones need not.
+func TestCancelWatchForgetsOldestAndLooksThemUp(t *testing.T) {
+	t.Parallel()
+	w := newCancelWatch(nil, Topology{}.WithDefaults(), zerolog.Nop())
+	w.horizon = time.Time{} // as after reading every stored cancel
+	w.max = 10
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for i := range 11 {
+		w.add(&schemas.OutcomeEvent{RequestID: fmt.Sprint("r", i), Outcome: schemas.OutcomeCancelled, At: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	require.Len(t, w.records, 6)
+	rec, lookup := w.known("r0", t0)
+	require.Nil(t, rec)
+	require.True(t, lookup, "a message as old as a forgotten cancel looks its record up")
+	rec, lookup = w.known("r10", t0)
+	require.NotNil(t, rec)
+	require.False(t, lookup)
+	_, lookup = w.known("new", t0.Add(time.Hour))
+	require.False(t, lookup, "a message published after every forgotten cancel needs no lookup")
+}
+
+// A running attempt is cancelled with ErrCancelled when its request's
+// cancel arrives, or at once when it arrived before.
+func TestCancelWatchTrack(t *testing.T) {
+	t.Parallel()
+	w := newCancelWatch(nil, Topology{}.WithDefaults(), zerolog.Nop())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	untrack := w.track("r1", cancel)
+	require.NoError(t, ctx.Err())
+	w.add(&schemas.OutcomeEvent{RequestID: "r1", Outcome: schemas.OutcomeCancelled})
+	require.Equal(t, ErrCancelled, context.Cause(ctx))
+	untrack()
+	require.Empty(t, w.running)
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer w.track("r1", cancel2)()
+	require.Equal(t, ErrCancelled, context.Cause(ctx2))
+}
+
+// After a reconnect the watch reads the cancels stored while it could not
+// hear them: catchUp from a time reads the cancelled records stored since.
+func TestCancelWatchCatchesUpAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	js := n.JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(context.Background(), js, topo, nil))
+	before := Cancellation{RequestID: "before", Persona: "p"}
+	_, err := Cancel(context.Background(), js, topo, before)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	from := time.Now()
+	_, err = Cancel(context.Background(), js, topo, Cancellation{RequestID: "missed", Persona: "p"})
+	require.NoError(t, err)
+	w := newCancelWatch(js, topo, zerolog.Nop())
+	w.catchUp(context.Background(), from)
+	require.NotNil(t, w.cancelled("missed"), "a cancel stored since the drop is read")
+	require.Nil(t, w.cancelled("before"), "only what was stored since is read again")
+	w.catchUp(context.Background(), time.Time{})
+	require.NotNil(t, w.cancelled("before"))
+	require.True(t, w.horizon.IsZero(), "every stored cancel read: no message needs a lookup")
+}
