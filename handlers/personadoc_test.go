@@ -108,8 +108,9 @@ func docRequest(attempt int, feedback []string) *handlers.Request {
 	msg.Input = json.RawMessage(`{"goal":"add retries"}`)
 	msg.Agents = schemas.Agents{Primary: "claude", Fallback: "codex"}
 	msg.ProgressTotal = 2
+	lease := time.Now().Add(time.Minute)
 	return &handlers.Request{Message: msg, Attempt: attempt, Role: retry.RoleFor(attempt, true), Agent: "claude",
-		Feedback: feedback, ProgressInterval: 30 * time.Second}
+		Feedback: feedback, ProgressInterval: 30 * time.Second, LeaseDeadline: func() time.Time { return lease }}
 }
 
 func jsonKeys(t *testing.T, doc []byte) []string {
