@@ -36,6 +36,9 @@ import (
 // k8sDir is the kustomize base under test.
 const k8sDir = "kubernetes"
 
+// apiName names the HTTP API's Deployment and Service.
+const apiName = "personaq-api"
+
 // kedaCRD is KEDA's ScaledObject CRD, copied from the keda module (see the
 // file's header for version, path and checksum).
 var kedaCRD = filepath.Join(k8sDir, "testdata", "keda.sh_scaledobjects.yaml")
@@ -109,6 +112,8 @@ type base struct {
 	config        *config.File      // the ConfigMap's personaq.yaml, loaded by personaq
 	deployment    *appsv1.Deployment
 	service       *corev1.Service
+	apiDeployment *appsv1.Deployment // personaq-api: the HTTP API
+	apiService    *corev1.Service
 	pdb           *policyv1.PodDisruptionBudget
 	secret        *corev1.Secret // secret.example.yaml (not a resource of the base)
 	scaledObject  *scaledObject
@@ -186,8 +191,18 @@ func loadBase(t *testing.T) *base {
 		require.NoError(t, err, "%s", res)
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
+			if o.Name == apiName {
+				b.apiDeployment = o
+				continue
+			}
+			require.Nil(t, b.deployment, "%s: one consumer Deployment", res)
 			b.deployment = o
 		case *corev1.Service:
+			if o.Name == apiName {
+				b.apiService = o
+				continue
+			}
+			require.Nil(t, b.service, "%s: one metrics Service", res)
 			b.service = o
 		case *policyv1.PodDisruptionBudget:
 			b.pdb = o
@@ -201,6 +216,8 @@ func loadBase(t *testing.T) *base {
 	}
 	require.NotNil(t, b.deployment, "a Deployment")
 	require.NotNil(t, b.service, "a Service")
+	require.NotNil(t, b.apiDeployment, "the API's Deployment")
+	require.NotNil(t, b.apiService, "the API's Service")
 	require.NotNil(t, b.pdb, "a PodDisruptionBudget")
 	require.NotNil(t, b.scaledObject, "a ScaledObject")
 	require.NotNil(t, b.secret, "secret.example.yaml")
@@ -279,6 +296,8 @@ func TestKubernetesStrictDecodingRejectsMisspelledFields(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, from, to, want string
 	}{
+		{"APIDeploymentPort", "api-deployment.yaml", "containerPort:", "containerport:", `unknown field "spec.template.spec.containers[0].ports[0].containerport"`},
+		{"APIServicePort", "api-service.yaml", "targetPort:", "targetport:", `unknown field "spec.ports[0].targetport"`},
 		{"DeploymentProbe", "deployment.yaml", "readinessProbe:", "readinesProbe:", `unknown field "spec.template.spec.containers[0].readinesProbe"`},
 		{"DeploymentGracePeriod", "deployment.yaml", "terminationGracePeriodSeconds:", "terminationGracePeriodSecond:", `unknown field "spec.template.spec.terminationGracePeriodSecond"`},
 		{"DeploymentWrongType", "deployment.yaml", "runAsNonRoot: true", "runAsNonRoot: yes-please", "runAsNonRoot"},

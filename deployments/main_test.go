@@ -19,6 +19,7 @@ var natsPasswords = map[string]string{
 	"admin":     "admin-test-secret",
 	"personaq":  "personaq-test-secret",
 	"publisher": "publisher-test-secret",
+	"api":       "api-test-secret",
 }
 
 func TestMain(m *testing.M) {
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 		"NATS_ADMIN_PASSWORD":     "admin",
 		"NATS_PERSONAQ_PASSWORD":  "personaq",
 		"NATS_PUBLISHER_PASSWORD": "publisher",
+		"NATS_API_PASSWORD":       "api",
 	} {
 		if err := os.Setenv(env, natsPasswords[user]); err != nil {
 			panic(err)

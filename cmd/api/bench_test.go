@@ -219,13 +219,15 @@ func BenchmarkLongPolls10k(b *testing.B) {
 			}()
 		}
 		time.Sleep(20 * time.Second) // every long-poll connected and waiting
-		rss := vmHWM(b, proc.Pid)
+		rss := procStatus(b, proc.Pid, "VmHWM:")
+		now := procStatus(b, proc.Pid, "VmRSS:")
 		cpu := procCPU(b, proc.Pid) - cpu0
 		require.Zero(b, done.Load(), "no long-poll returned early")
 		cancel()
 		wg.Wait()
 		tr.CloseIdleConnections()
 		b.ReportMetric(float64(rss)/1024, "peak_rss_MB")
+		b.ReportMetric(float64(now)/1024, "rss_waiting_MB")
 		b.ReportMetric(cpu.Seconds(), "cpu_s")
 		b.ReportMetric(float64(waiting.Load()), "long_polls")
 	}
@@ -253,18 +255,19 @@ func startAPIProcess(b *testing.B, natsURL string) (string, *os.Process) {
 	return strings.TrimSuffix(url, "/v1"), cmd.Process
 }
 
-// vmHWM is the process's peak resident set size in KiB.
-func vmHWM(b *testing.B, pid int) int64 {
+// procStatus is a kB field of /proc/PID/status (VmHWM: the peak resident
+// set size; VmRSS: the resident set size now).
+func procStatus(b *testing.B, pid int, field string) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(b, err)
 	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			require.NoError(b, err)
 			return kb
 		}
 	}
-	b.Fatal("no VmHWM")
+	b.Fatal("no " + field)
 	return 0
 }
 

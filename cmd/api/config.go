@@ -68,6 +68,9 @@ type Config struct {
 	RetryAfter time.Duration
 	// OpTimeout bounds each NATS call a request makes. Default: 5s.
 	OpTimeout time.Duration
+	// MaxLookups bounds the status lookups (four NATS reads each) running
+	// at once; the rest queue. Default: 128.
+	MaxLookups int
 }
 
 const (
@@ -96,6 +99,9 @@ func (c *Config) withDefaults() error {
 	c.KeepAlive = orDefault(c.KeepAlive, 15*time.Second)
 	c.RetryAfter = orDefault(c.RetryAfter, 2*time.Second)
 	c.OpTimeout = orDefault(c.OpTimeout, 5*time.Second)
+	if c.MaxLookups <= 0 {
+		c.MaxLookups = 128
+	}
 	if c.IndexSize <= 0 {
 		c.IndexSize = defaultIndexSize
 	}

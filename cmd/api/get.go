@@ -20,6 +20,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	var wt *waiter
 	if wait > 0 { // registered before the lookup: a record written in between wakes it
 		wt = s.waiters.add(id)
+		if s.park(w, wt, id, wait) != nil {
+			return
+		}
 		defer s.waiters.remove(wt)
 	}
 	st, err := s.statusOf(r.Context(), id)

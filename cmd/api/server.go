@@ -32,6 +32,10 @@ type Server struct {
 	index     *index
 	outputs   objectStores
 	handler   http.Handler
+	lookups   chan struct{} // bounds concurrent status lookups
+	parkMu    sync.Mutex
+	parkedSet map[*parked]struct{}
+	lookupQ   chan *parked // parked long-polls' first lookups
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -52,7 +56,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, js: cfg.JetStream, nc: cfg.JetStream.Conn(), client: c, log: log,
 		records: consumers.NewOutcomes(cfg.JetStream, cfg.Topology), tokens: newTokenSet(cfg.Tokens),
-		waiters: newWaiters(log), index: newIndex(cfg.IndexSize, log),
+		waiters: newWaiters(log), index: newIndex(cfg.IndexSize, log), lookups: make(chan struct{}, cfg.MaxLookups),
+		parkedSet: map[*parked]struct{}{}, lookupQ: make(chan *parked, 1<<16),
 	}
 	s.submitter = consumers.NewSubmitter(cfg.JetStream, cfg.Topology, s.records)
 	s.outputs = objectStores{js: cfg.JetStream, byName: map[string]jetstream.ObjectStore{}}
@@ -74,7 +79,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.started = cancel, true
-	s.done.Add(2)
+	s.done.Add(2 + s.cfg.MaxLookups)
+	for range s.cfg.MaxLookups {
+		go func() { defer s.done.Done(); s.lookupWorker(ctx) }()
+	}
 	go func() { defer s.done.Done(); s.watchReconnects(ctx) }()
 	go func() { defer s.done.Done(); s.index.follow(ctx, s.js, s.cfg.Topology) }()
 	return nil
@@ -90,6 +98,7 @@ func (s *Server) Stop() {
 	s.started = false
 	s.cancel()
 	s.waiters.stop()
+	s.closeParked()
 	s.done.Wait()
 }
 

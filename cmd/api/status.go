@@ -52,6 +52,12 @@ type lookups struct {
 func (s *Server) statusOf(ctx context.Context, requestID string) (*RequestStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
+	select { // bounded: 10,000 long-polls arriving at once must not make 40,000 lookups at once
+	case s.lookups <- struct{}{}:
+		defer func() { <-s.lookups }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	var l lookups
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -83,6 +83,9 @@ func (r *recentRecords) get(key string) []byte { return r.byKey[key].data }
 type waiter struct {
 	key  string
 	wake chan *schemas.OutcomeEvent
+	// fire, when set (a parked long-poll), is called instead, on a
+	// goroutine of its own.
+	fire func(*schemas.OutcomeEvent)
 }
 
 func newWaiters(log zerolog.Logger) *waiters {
@@ -163,9 +166,9 @@ func (ws *waiters) deliver(m *nats.Msg) {
 		ws.mu.Unlock()
 		return
 	}
-	targets := make([]*waiter, 0, len(set))
+	targets := make([]target, 0, len(set))
 	for w := range set {
-		targets = append(targets, w)
+		targets = append(targets, target{w, w.fire})
 	}
 	ws.mu.Unlock()
 	rec, err := schemas.DecodeOutcome(m.Data)
@@ -173,9 +176,22 @@ func (ws *waiters) deliver(m *nats.Msg) {
 		ws.log.Warn().Err(err).Str("subject", m.Subject).Msg("api: undecodable terminal record; waiters look it up instead")
 		rec = nil
 	}
-	for _, w := range targets {
-		w.notify(rec)
+	for _, t := range targets {
+		t.w.notifyWith(t.fire, rec)
 	}
+}
+
+// target is a waiter with its callback as read under the lock.
+type target struct {
+	w    *waiter
+	fire func(*schemas.OutcomeEvent)
+}
+
+// setFire makes w a parked waiter, called back instead of woken.
+func (ws *waiters) setFire(w *waiter, f func(*schemas.OutcomeEvent)) {
+	ws.mu.Lock()
+	w.fire = f
+	ws.mu.Unlock()
 }
 
 // recheckAll tells every waiter to look its record up again (after a
@@ -191,8 +207,17 @@ func (ws *waiters) recheckAll() {
 	}
 }
 
-// notify wakes w without blocking; a record is kept over a pending nil.
-func (w *waiter) notify(rec *schemas.OutcomeEvent) {
+// notify wakes w; called with the waiters' lock held or before w is
+// shared.
+func (w *waiter) notify(rec *schemas.OutcomeEvent) { w.notifyWith(w.fire, rec) }
+
+// notifyWith calls fire back (on its own goroutine) or wakes w without
+// blocking; a record is kept over a pending nil.
+func (w *waiter) notifyWith(fire func(*schemas.OutcomeEvent), rec *schemas.OutcomeEvent) {
+	if fire != nil {
+		go fire(rec)
+		return
+	}
 	select {
 	case w.wake <- rec:
 		return
