@@ -14,7 +14,9 @@
 //	retry after D > 5s    → NakWithDelay(D)
 //	quarantine/defer/…    → quarantine record, terminal record, then Term
 //	released (shutdown,   → Nak after a delay, attempt not counted
-//	  ledger down, flow)
+//	  running elsewhere)
+//	ledger unreachable    → held (heartbeated) until it answers; nothing
+//	                        more pulled meanwhile; nothing counted
 //	lease lost            → nothing: the message is left to the server
 //
 // Short delays are held because nats-server re-arms its redelivery timer

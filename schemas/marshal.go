@@ -198,6 +198,7 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = append(b, `,"at":"`...)
 	b = ev.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
+	b = appendOptional(b, `,"waiting_for":`, ev.WaitingFor)
 	return appendUsage(b, ev.Usage)
 }
 

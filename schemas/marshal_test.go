@@ -129,6 +129,10 @@ func TestMarshalAttempt(t *testing.T) {
 			Progress: &schemas.Progress{Completed: 1, Total: 4}, DurationMs: 812, NextAttempt: 3, NextAgent: "claude",
 			NextDelayMs: 2000, At: at.In(time.FixedZone("", 3600)), Usage: &schemas.Usage{InputTokens: 10, CostUSD: 1e-7},
 		}},
+		{"Waiting", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: schemas.AttemptWaiting, MaxAttempts: 3, WaitingFor: schemas.WaitingForLedger, Error: "redis: connection refused", At: at,
+		}},
 		{"Escapes", &schemas.AttemptEvent{Error: "\xff\u2028\x00\t&", DurationMs: -5, At: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)}},
 	}
 	for _, tt := range tests {

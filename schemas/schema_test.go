@@ -38,7 +38,7 @@ func TestSchemaEnumsMatchGo(t *testing.T) {
 		{"QuarantineReason", schemaFiles[quarantineSchema], "reason", reasons},
 		{"OutcomeReason", schemaFiles[outcomeSchema], "reason", reasons},
 		{"Outcome", schemaFiles[outcomeSchema], "outcome", outcomes},
-		{"AttemptKind", schemaFiles[attemptSchema], "kind", []any{string(AttemptStarted), string(AttemptFailed)}},
+		{"AttemptKind", schemaFiles[attemptSchema], "kind", []any{string(AttemptStarted), string(AttemptFailed), string(AttemptWaiting)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
