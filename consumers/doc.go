@@ -32,7 +32,8 @@
 // Flow control (package flow) sits at the pull: a persona's subscription
 // asks its Gate before every fetch, so a request that its shared rate
 // limiter or its open circuit would not let start is never pulled. A
-// provider's 429 cools the limiter down for every replica; consecutive
-// provider failures open the circuit, which pauses the persona's consumer
+// provider's 429 cools the limiter down for every replica; a high rate of
+// provider failures over a window (answers naming a Retry-After are pacing
+// and do not count) opens the circuit, which pauses the persona's consumer
 // on the server until one half-open probe decides.
 package consumers

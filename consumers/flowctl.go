@@ -78,7 +78,7 @@ func (r *Runtime) newPersonaFlow(p Persona, pr *personaRuntime) *personaFlow {
 		f.log = f.log.With().Str("limiter", p.Limiter).Logger()
 	}
 	if f.circuit.On() {
-		f.breaker = flow.NewBreaker(f.circuit.Failures)
+		f.breaker = flow.NewBreaker(f.circuit)
 	}
 	return f
 }

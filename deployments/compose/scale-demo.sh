@@ -48,6 +48,24 @@ die() {
 	exit 1
 }
 
+# check_images names every image the cluster needs that is not on this
+# host, and how to build it: nothing is pulled (compose would otherwise fail
+# with "invalid container name or ID: value is empty").
+check_images() {
+	local missing=() spec img how
+	docker info >/dev/null 2>&1 || die "the docker engine is not reachable (docker info failed)"
+	for spec in \
+		"${PERSONAQ_NATS_IMAGE:-personaq/nats:local}|bash integration/images/build.sh" \
+		"${PERSONAQ_REDIS_IMAGE:-personaq/redis:local}|bash integration/images/build.sh" \
+		"${PERSONAQ_IMAGE:-personaq/personaq:local}|bash integration/images/build.sh" \
+		"${DEMO_PERSONA_IMAGE:-personaq/demo-persona:local}|bash deployments/demo-persona/build.sh"; do
+		img=${spec%%|*} how=${spec#*|}
+		docker image inspect "$img" >/dev/null 2>&1 || missing+=("  $img: build it with \`$how\` (from $REPO)")
+	done
+	((${#missing[@]} == 0)) || die "$(printf 'image(s) not on this host (nothing is pulled):\n%s' "$(printf '%s\n' "${missing[@]}")")"
+}
+check_images
+
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"; ((KEEP)) || "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true' EXIT
 
