@@ -89,8 +89,8 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 	ev.Blocked = end.decision.Blocked || ev.Reason == schemas.ReasonExhausted || ev.Reason == schemas.ReasonTerminal
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
-		if !st.req.CreatedAt.IsZero() {
-			ev.DurationMs = max(ev.At.Sub(st.req.CreatedAt).Milliseconds(), 0) // submit to end, retries included
+		if from := runStart(st); !from.IsZero() {
+			ev.DurationMs = max(ev.At.Sub(from).Milliseconds(), 0) // submit to end, retries included
 		}
 	}
 	if p := st.attempt.Progress; p.Known() {
@@ -101,6 +101,16 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 		ev.Usage = end.stored.Usage
 	}
 	return ev
+}
+
+// runStart is when the request's run began, for its duration: its
+// created_at, or, for a replay (which keeps the original's payload and so
+// its created_at), when the replay was published.
+func runStart(st *attemptState) time.Time {
+	if st.delivery.Msg != nil && st.delivery.Msg.Headers().Get(schemas.HeaderReplayOf) != "" && !st.delivery.Published.IsZero() {
+		return st.delivery.Published
+	}
+	return st.req.CreatedAt
 }
 
 func outcomeFor(reason schemas.Reason) schemas.Outcome {
