@@ -66,11 +66,15 @@ func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
 	transport.AckWithTerm(msg, string(final.Reason))
 }
 
-// outcomeKey identifies the request a record belongs to: its request id,
-// or where it was stored when it never decoded.
+// outcomeKey identifies the request a record belongs to: its request id
+// (read from the raw bytes when the request did not decode), or else
+// where it was stored.
 func outcomeKey(st *attemptState) string {
-	if st.req != nil {
+	switch {
+	case st.req != nil:
 		return st.req.RequestID
+	case st.rawID != "":
+		return st.rawID
 	}
 	return st.delivery.Stream + "." + strconv.FormatUint(st.delivery.Sequence, 10)
 }

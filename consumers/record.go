@@ -32,6 +32,8 @@ func (r *Runtime) record(msg *message.Message, st *attemptState, dec retry.Decis
 	}
 	if st.req != nil {
 		rec.RequestID, rec.TaskID, rec.Step = st.req.RequestID, st.req.TaskID, st.req.Step
+	} else {
+		rec.RequestID = st.rawID
 	}
 	r.addHistory(rec, st)
 	return rec
