@@ -30,14 +30,29 @@ func rawRequestID(payload []byte) (id string, ok bool) {
 			}
 			continue
 		}
-		v, err := dec.Token()
-		s, isString := v.(string)
-		if err != nil || !isString || s == "" || len(s) > maxRequestIDLen || !utf8.ValidString(s) {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return "", false
 		}
-		return s, true
+		return exactString(raw)
 	}
 	return "", false
+}
+
+// exactString is the text of a JSON string token taken byte for byte: the
+// decoder would turn invalid UTF-8 and lone surrogates into U+FFFD, and two
+// different ids into one key. A string with escapes, invalid UTF-8 or an
+// unusable length is not taken.
+func exactString(raw []byte) (string, bool) {
+	n := len(raw)
+	if n < 3 || raw[0] != '"' || raw[n-1] != '"' || n-2 > maxRequestIDLen {
+		return "", false
+	}
+	body := raw[1 : n-1]
+	if bytes.IndexByte(body, '\\') >= 0 || !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 // skipValue reads past one value without keeping it.
