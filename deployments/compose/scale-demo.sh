@@ -140,9 +140,12 @@ one_run() {
 	say "consumers (one durable per persona, shared by all replicas)"
 	jsz | jq -r '.account_details[0].stream_detail[] | select(.name == "PERSONAQ_REQUESTS") | .consumer_detail[] |
 		"\(.name): delivered \(.delivered.stream_seq) (stream seq), redelivered \(.num_redelivered), pending \(.num_pending), ack pending \(.num_ack_pending)"' | sort
-	say "outcome events and quarantine records by subject (\$JS.API.STREAM.INFO with subjects_filter)"
+	say "outcome events and quarantine records by outcome or reason, and persona (\$JS.API.STREAM.INFO with subjects_filter)"
 	for s in PERSONAQ_OUTCOMES PERSONAQ_QUARANTINE; do
-		js_api "\$JS.API.STREAM.INFO.$s" '{"subjects_filter":">"}' | jq -r '.state.subjects | to_entries[] | "\(.key): \(.value)"' | sort
+		# Outcome subjects end with the request's key: counted per <prefix>.<kind>.<outcome>.<persona>.
+		js_api "\$JS.API.STREAM.INFO.$s" '{"subjects_filter":">"}' |
+			jq -r '.state.subjects | to_entries | group_by(.key | split(".")[0:4] | join(".")) | .[] |
+				"\(.[0].key | split(".")[0:4] | join(".")): \(map(.value) | add)"' | sort
 	done
 	say "attempts seen by the demo persona, by caller (GET $DEMO/stats)"
 	curl -fsS "$DEMO/stats" | jq -r '.personas | to_entries[] |
