@@ -155,3 +155,55 @@ func (h *harness) quarantinedCount() uint64 {
 	require.NoError(h.t, err)
 	return info.State.Msgs
 }
+
+// A request published once the pull has stopped for the outage is not
+// delivered, yet its caller is told it waits for the ledger, and its step
+// deadline ends it (deadline_exceeded, saying so) with one quarantine and
+// one terminal record; when Redis is back its message is termed unrun.
+func TestRequestPublishedDuringLedgerOutageIsToldAndEnded(t *testing.T) {
+	t.Parallel()
+	h, rs := outageHarness(t)
+	out := h.watchOutcomes()
+	events := h.watchAttempts()
+	var c calls
+	p := persona("steady", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
+		c.add(req, "r1")
+		return handlers.Result{}, nil
+	}), fastPolicy(2))
+	p.AckWait = time.Second
+	r := h.start(p)
+	require.Eventually(t, func() bool { return r.rt.Ready() == nil }, 10*time.Second, 20*time.Millisecond)
+
+	rs.Stop()
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("steady"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(context.Background())
+		// The pull has stopped: no pull request is left waiting on the server.
+		return errors.Is(r.rt.Ready(), ledger.ErrUnavailable) && err == nil && info.NumWaiting == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	late := schemas.NewRequest("t-late", "main", "steady")
+	_, err = consumers.PublishRequest(context.Background(), h.js, h.topo, late, consumers.WithDeadline(time.Now().Add(5*time.Second)))
+	require.NoError(t, err)
+	patient := h.publish("steady", "t-patient") // no deadline: runs after the outage
+
+	require.Eventually(t, func() bool {
+		return events.waitingFor(late.RequestID) == 1 && events.waitingFor(patient.RequestID) == 1
+	},
+		10*time.Second, 20*time.Millisecond, "each caller is told once, though nothing was delivered")
+	ev := out.wait(t, late.RequestID, 15*time.Second)
+	require.Equal(t, schemas.OutcomeDeadlineExceeded, ev.Outcome)
+	require.Contains(t, ev.Detail, "attempt ledger (Redis) was unreachable")
+	require.Equal(t, late.RequestID, h.quarantined(ev.QuarantineSeq).RequestID)
+
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, info.Delivered.Consumer, "nothing was delivered during the outage")
+
+	rs.Restart(t)
+	require.Equal(t, schemas.OutcomeSucceeded, out.wait(t, patient.RequestID, 30*time.Second).Outcome)
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 15*time.Second, 20*time.Millisecond, "the ended request's message is termed")
+	require.Len(t, c.forTask("t-late"), 0, "the ended request never ran")
+	require.Len(t, h.quarantinedFor(late.RequestID), 1, "one quarantine record")
+	require.Equal(t, 2, out.count(), "one terminal record each")
+}

@@ -316,6 +316,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}()
 	if r.ledger != nil {
 		go r.watchLedger(ctx, 2*time.Second)
+		go r.watchOutage(ctx)
 		go r.leases.run(ctx, r.leaseInterval())
 	}
 	go r.watchCircuits(ctx)

@@ -61,5 +61,5 @@ func TestPrintAttemptSaysTheLedgerIsUnavailable(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	printAttempt(&buf, &schemas.AttemptEvent{Kind: schemas.AttemptWaiting, WaitingFor: schemas.WaitingForLedger, Error: "dial tcp: connection refused"})
-	require.Equal(t, "waiting: attempt ledger unavailable (dial tcp: connection refused); the request runs when it is back, no attempt counted\n", buf.String())
+	require.Equal(t, "waiting: attempt ledger unavailable (dial tcp: connection refused); the request starts when it is back, no attempt counted\n", buf.String())
 }

@@ -13,7 +13,10 @@ func waitingLine(ev *schemas.AttemptEvent) string {
 	}
 	line := "waiting: " + what
 	if ev.Error != "" {
-		line += " (" + truncate(ev.Error, 200) + "); the request runs when it is back, no attempt counted"
+		line += " (" + truncate(ev.Error, 200) + ")"
+	}
+	if ev.WaitingFor == schemas.WaitingForLedger {
+		line += "; the request starts when it is back, no attempt counted"
 	}
 	return line
 }
