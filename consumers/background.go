@@ -45,6 +45,7 @@ func (r *Runtime) backgroundLoops(ctx context.Context) (stop func(), err error) 
 	adv, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
 		JetStream: r.js, Writer: r.dlq, RequestsStream: r.topo.RequestsStream,
 		Replicas: r.topo.Replicas, Storage: r.topo.Storage, Logger: &r.log, Annotate: r.annotate,
+		Conclude: r.concludeCaptured,
 	})
 	if err != nil {
 		return nil, err

@@ -16,9 +16,9 @@ import (
 // JetStream deliveries), under a lease. It ends the delivery without
 // running the handler when the request already ended (its terminal or
 // quarantine record exists, or its last recorded attempt ended it), when
-// its attempts are spent, when it runs elsewhere under a live lease, or
-// when the ledger cannot be reached (released without counting: a Redis
-// outage burns no attempt).
+// its attempts are spent, or when it runs elsewhere under a live lease.
+// A ledger that cannot be reached holds the delivery until it can
+// (awaitLedger): a Redis outage burns no attempt and no delivery.
 func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 	if end, done := r.endedEarlier(ctx, st); done {
 		return end, true
@@ -77,6 +77,13 @@ func (r *Runtime) holdLease(st *attemptState, cancel context.CancelCauseFunc) {
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, ending, bool) {
 	begunAt := time.Now()
 	begun, err := r.callBegin(ctx, st)
+	if err != nil && unreachable(err) {
+		var stop *ending
+		if begun, stop = r.awaitLedger(ctx, st, err); stop != nil {
+			return begun, *stop, true
+		}
+		begunAt, err = time.Now(), nil
+	}
 	if err == nil && begun.Busy && r.outwait(ctx, st, begun.BusyFor) {
 		begunAt = time.Now()
 		begun, err = r.callBegin(ctx, st)
@@ -84,7 +91,7 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 	switch {
 	case err != nil:
 		end := released(releaseDelay(st.delivery.Delivered))
-		st.log.Warn().Err(err).Dur("release_in", end.delay).Msg("ledger unavailable; message released without counting an attempt")
+		st.log.Warn().Err(err).Dur("release_in", end.delay).Msg("ledger call failed; message released without counting an attempt")
 		return begun, end, true
 	case begun.Done:
 		return begun, r.alreadyDone(ctx, st), true

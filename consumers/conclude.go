@@ -66,11 +66,15 @@ func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
 	transport.AckWithTerm(msg, string(final.Reason))
 }
 
-// outcomeKey identifies the request a record belongs to: its request id,
-// or where it was stored when it never decoded.
+// outcomeKey identifies the request a record belongs to: its request id
+// (read from the raw bytes when the request did not decode), or else
+// where it was stored.
 func outcomeKey(st *attemptState) string {
-	if st.req != nil {
+	switch {
+	case st.req != nil:
 		return st.req.RequestID
+	case st.rawID != "":
+		return st.rawID
 	}
 	return st.delivery.Stream + "." + strconv.FormatUint(st.delivery.Sequence, 10)
 }
@@ -90,8 +94,8 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 	if st.req != nil {
 		ev.TaskID, ev.Step, ev.SubmittedAt = st.req.TaskID, st.req.Step, st.req.CreatedAt.UTC()
 		ev.RequestDigest = schemas.RequestDigest(st.req) // a resubmit with other content is a conflict
-		if !st.req.CreatedAt.IsZero() {
-			ev.DurationMs = max(ev.At.Sub(st.req.CreatedAt).Milliseconds(), 0) // submit to end, retries included
+		if from := runStart(st); !from.IsZero() {
+			ev.DurationMs = max(ev.At.Sub(from).Milliseconds(), 0) // submit to end, retries included
 		}
 	}
 	if p := st.attempt.Progress; p.Known() {
@@ -102,6 +106,16 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 		ev.Usage = end.stored.Usage
 	}
 	return ev
+}
+
+// runStart is when the request's run began, for its duration: its
+// created_at, or, for a replay (which keeps the original's payload and so
+// its created_at), when the replay was published.
+func runStart(st *attemptState) time.Time {
+	if st.delivery.Msg != nil && st.delivery.Msg.Headers().Get(schemas.HeaderReplayOf) != "" && !st.delivery.Published.IsZero() {
+		return st.delivery.Published
+	}
+	return st.req.CreatedAt
 }
 
 func outcomeFor(reason schemas.Reason) schemas.Outcome {

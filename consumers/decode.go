@@ -21,6 +21,9 @@ func (r *Runtime) decode(msg *message.Message, st *attemptState) (ending, bool) 
 	}
 	if err != nil {
 		st.corrID = msg.Metadata.Get(schemas.HeaderCorrelationID)
+		if st.rawID, _ = rawRequestID(msg.Payload); req != nil {
+			st.rawID = req.RequestID
+		}
 		return r.reject(st, retry.Attempt{Class: retry.ClassInvalidMessage, Error: err.Error(), At: r.now()}), true
 	}
 	st.req = req

@@ -14,7 +14,9 @@
 //	retry after D > 5s    → NakWithDelay(D)
 //	quarantine/defer/…    → quarantine record, terminal record, then Term
 //	released (shutdown,   → Nak after a delay, attempt not counted
-//	  ledger down, flow)
+//	  running elsewhere)
+//	ledger unreachable    → held (heartbeated) until it answers; nothing
+//	                        more pulled meanwhile; nothing counted
 //	lease lost            → nothing: the message is left to the server
 //
 // Short delays are held because nats-server re-arms its redelivery timer
@@ -30,7 +32,8 @@
 // Flow control (package flow) sits at the pull: a persona's subscription
 // asks its Gate before every fetch, so a request that its shared rate
 // limiter or its open circuit would not let start is never pulled. A
-// provider's 429 cools the limiter down for every replica; consecutive
-// provider failures open the circuit, which pauses the persona's consumer
+// provider's 429 cools the limiter down for every replica; a high rate of
+// provider failures over a window (answers naming a Retry-After are pacing
+// and do not count) opens the circuit, which pauses the persona's consumer
 // on the server until one half-open probe decides.
 package consumers

@@ -10,9 +10,9 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// ledgerTimeout bounds one ledger call, so a Redis outage releases work
-// within seconds instead of holding every worker slot while the client
-// retries its connection.
+// ledgerTimeout bounds one ledger call, so a Redis outage is noticed
+// within seconds (and the pull stopped) instead of every worker waiting
+// while the client retries its connection.
 const ledgerTimeout = 3 * time.Second
 
 // finish is the stage after decide: a success's terminal record is stored

@@ -33,12 +33,17 @@ func (f *personaFlow) settleTokens(st *attemptState) {
 }
 
 // outcome feeds an attempt's outcome to the circuit: the half-open probe's
-// decides; otherwise consecutive provider failures open it.
+// decides; otherwise the failure rate over the breaker's window opens it.
+// A paced answer (one that names a Retry-After: the provider asking us to
+// slow down, not failing) is not counted either way.
 func (f *personaFlow) outcome(st *attemptState, err error) {
 	if f.breaker == nil {
 		return
 	}
 	failed := handlers.ProviderFailed(err)
+	if failed && paced(err) {
+		return
+	}
 	f.mu.Lock()
 	status := f.status
 	f.probing = false
@@ -49,10 +54,17 @@ func (f *personaFlow) outcome(st *attemptState, err error) {
 	case status.State != flow.Closed:
 		// An attempt pulled before the circuit opened: the probe decides.
 	default:
-		if trip, run := f.breaker.Record(failed); trip {
-			f.open(st, run)
+		if trip, failures := f.breaker.Record(failed, time.Now()); trip {
+			f.open(st, failures)
 		}
 	}
+}
+
+// paced reports whether a failed attempt's answer named how long to wait
+// (Retry-After or the like): pacing, which the limiter and the retry delay
+// honour, not an outage.
+func paced(err error) bool {
+	return handlers.Classify(err).RetryAfter > 0
 }
 
 func (f *personaFlow) open(st *attemptState, failures int) {
@@ -70,7 +82,7 @@ func (f *personaFlow) open(st *attemptState, failures int) {
 	f.pause(ctx, s.Until)
 	st.log.Warn().Str("circuit", "open").Int("failures", failures).Time("until", s.Until).
 		Float64("backoffSeconds", f.circuit.CoolDown.Seconds()).Str("last_error", st.attempt.Error).
-		Msg("circuit open: the provider failed repeatedly; persona paused on the server for every replica until the cool-down ends, then one probe decides")
+		Msg("circuit open: most recent attempts failed (failure rate over the window); persona paused on the server for every replica until the cool-down ends, then one probe decides")
 }
 
 // probed closes the circuit after a successful probe, or opens it again.

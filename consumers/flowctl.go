@@ -63,7 +63,6 @@ type personaFlow struct {
 	probeAt      time.Time // when it was pulled
 	coolUntil    time.Time // the limiter's cool-down as last seen
 	waitingSince time.Time // a pull has waited for a permit since (zero: not waiting)
-	lastErr      time.Time // when a flow store error was last logged
 }
 
 func (r *Runtime) newPersonaFlow(p Persona, pr *personaRuntime) *personaFlow {
@@ -79,7 +78,7 @@ func (r *Runtime) newPersonaFlow(p Persona, pr *personaRuntime) *personaFlow {
 		f.log = f.log.With().Str("limiter", p.Limiter).Logger()
 	}
 	if f.circuit.On() {
-		f.breaker = flow.NewBreaker(f.circuit.Failures)
+		f.breaker = flow.NewBreaker(f.circuit)
 	}
 	return f
 }
@@ -212,17 +211,11 @@ func (f *personaFlow) setStatus(st flow.Status, source string) {
 		Msg("circuit state changed (seen in the shared store)")
 }
 
-// storeError logs a flow store failure at most once per second.
+// storeError logs a flow store failure, one line per message every
+// ratelog.DefaultInterval however often it repeats.
 func (f *personaFlow) storeError(err error, msg string) {
-	f.mu.Lock()
-	now := time.Now()
-	quiet := now.Sub(f.lastErr) < time.Second
-	if !quiet {
-		f.lastErr = now
-	}
-	f.mu.Unlock()
-	if !quiet {
-		f.log.Warn().Err(err).Msg(msg)
+	if ok, held := f.r.quiet.Allow("flow/" + f.persona + "/" + msg); ok {
+		f.log.Warn().Err(err).Int("held_back", held).Msg(msg)
 	}
 }
 

@@ -23,9 +23,9 @@ import (
 //
 // When Redis is down: every method returns an error wrapping
 // ledger.ErrUnavailable (bounded by the client's timeouts: build it with
-// ledger.NewClient). The runtime then releases the message without
-// counting an attempt, Ready reports ledger.ErrUnavailable, and a ping
-// every few seconds notices the recovery. ledger.ErrLeaseLost from Finish
+// ledger.NewClient). The runtime then stops pulling and holds the
+// deliveries it has, counting nothing (see ledgerwait.go), Ready reports
+// ledger.ErrUnavailable, and a ping every few seconds notices the recovery. ledger.ErrLeaseLost from Finish
 // or Renew means a stale holder: nothing is settled. Any other error is a
 // bug or corrupt data (ledger.ErrCorrupt) and is logged.
 type Ledger interface {

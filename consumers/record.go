@@ -1,6 +1,8 @@
 package consumers
 
 import (
+	"fmt"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/personaq/personaq/dlq"
@@ -30,6 +32,8 @@ func (r *Runtime) record(msg *message.Message, st *attemptState, dec retry.Decis
 	}
 	if st.req != nil {
 		rec.RequestID, rec.TaskID, rec.Step = st.req.RequestID, st.req.TaskID, st.req.Step
+	} else {
+		rec.RequestID = st.rawID
 	}
 	r.addHistory(rec, st)
 	return rec
@@ -41,6 +45,13 @@ func (r *Runtime) addHistory(rec *schemas.QuarantineRecord, st *attemptState) {
 		all = append(all[:len(all):len(all)], st.attempt)
 	}
 	rec.Attempts = len(all)
+	if n := st.attempt.Number; n > len(all) {
+		// The ledger lost earlier attempts (Redis wiped): their number came
+		// from the broker's delivery count, their records are gone.
+		rec.Attempts = n
+		rec.Detail += fmt.Sprintf(" [attempts: %d is a lower bound taken from the broker's delivery count; "+
+			"the attempt ledger lost the records of %d of them (Redis wiped), so the history is partial]", n, n-len(all))
+	}
 	for _, a := range all {
 		rec.Errors = append(rec.Errors, a.Record())
 	}

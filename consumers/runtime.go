@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/ratelog"
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/tracing"
@@ -142,6 +143,8 @@ type Runtime struct {
 	// frozen, a test hook, suppresses heartbeats and lease renewals: what a
 	// replica stopped by SIGSTOP or a long pause looks like to the others.
 	frozen atomic.Bool
+	// quiet rate-limits the warnings an outage repeats.
+	quiet *ratelog.Limiter
 	// crashAt, a test hook, is the quarantine step (quarantineStep) at which
 	// the next delivery reaching it is abandoned unsettled; 0: none.
 	crashAt atomic.Int32
@@ -191,6 +194,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.obs = nopObserver{}
 	}
 	r.tracer = tracing.Tracer(cfg.TracerProvider)
+	r.quiet = ratelog.New(0)
 	r.dlq = r.newWriter()
 	r.outcomes = NewOutcomes(r.js, r.topo)
 	r.cancels = newCancelWatch(r.js, r.topo, r.log)
@@ -319,6 +323,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}()
 	if r.ledger != nil {
 		go r.watchLedger(ctx, 2*time.Second)
+		go r.watchOutage(ctx)
 		go r.leases.run(ctx, r.leaseInterval())
 	}
 	go r.watchCircuits(ctx)
@@ -357,7 +362,7 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, SettleInline: true, Logger: &r.log,
-			StaleSettle: r.countStale, Frozen: &r.frozen, Gate: p.gate(),
+			StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -26,6 +26,9 @@ type attemptState struct {
 	corrID string
 	// deadline is the caller's step deadline (zero: none).
 	deadline time.Time
+	// rawID is the request id read from the bytes of a message that did
+	// not decode ("" when it could not be read either).
+	rawID string
 
 	// Set by begin: the request's earlier attempts, the attempt's number,
 	// and its lease in the ledger (nil without a ledger).

@@ -50,6 +50,13 @@ type AdvisoryConfig struct {
 	// Annotate, when set, completes a record before it is written (e.g.
 	// attempts and error history from the attempt ledger).
 	Annotate func(ctx context.Context, rec *schemas.QuarantineRecord)
+	// Conclude, when set, stores the request's terminal record once its
+	// quarantine record (at quarantineSeq) is stored, and before the message
+	// leaves its stream, so a caller awaiting the request learns how it
+	// ended. It must be create-once (a record already standing is kept): a
+	// capture retried after a failure calls it again. An error fails the
+	// capture, which is retried. Default: none (no terminal record).
+	Conclude func(ctx context.Context, rec *schemas.QuarantineRecord, quarantineSeq uint64) error
 	// Logger for decisions. Default: none.
 	Logger *zerolog.Logger
 	// Now is the clock. Default: time.Now.
@@ -285,6 +292,11 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 	if err != nil {
 		return c, err
 	}
+	if l.cfg.Conclude != nil {
+		if err := l.cfg.Conclude(ctx, rec, c.QuarantineSeq); err != nil {
+			return c, fmt.Errorf("quarantined as seq %d but its terminal record not stored: %w", c.QuarantineSeq, err)
+		}
+	}
 	if err := deleteMsg(ctx, s, adv.StreamSeq); err != nil {
 		return c, fmt.Errorf("quarantined as seq %d but not removed from %s: %w", c.QuarantineSeq, adv.Stream, err)
 	}
@@ -334,15 +346,23 @@ func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, byS
 	if rec.Persona == "" {
 		rec.Persona = lastToken(raw.Subject)
 	}
-	rec.Detail = fmt.Sprintf("delivered %d times to consumer %s without an ack, nak or term (MaxDeliver reached): "+
-		"its worker most likely crashed, was killed or hung on this message; moved here from %s seq %d",
-		adv.Deliveries, adv.Consumer, adv.Stream, adv.StreamSeq)
-	if bySweep {
-		rec.Detail = fmt.Sprintf("found by the max-deliveries sweep: delivered to consumer %s up to its MaxDeliver (%d) "+
-			"and never acknowledged (its advisory was missed): its worker most likely crashed, was killed or hung "+
-			"on this message; moved here from %s seq %d", adv.Consumer, adv.Deliveries, adv.Stream, adv.StreamSeq)
-	}
+	rec.Detail = maxDeliveriesDetail(adv, bySweep)
 	return rec
+}
+
+// maxDeliveriesDetail says what is known of a message the server gave up
+// on: how often it was delivered and that no delivery was settled. It does
+// not guess why: a worker that crashed, was killed or hung looks the same
+// to the server as one cut off from a dependency it needs to settle.
+func maxDeliveriesDetail(adv Advisory, bySweep bool) string {
+	found := "the server gave up on it"
+	if bySweep {
+		found = "found by the max-deliveries sweep (its advisory was missed)"
+	}
+	return fmt.Sprintf("delivered %d times to consumer %s and never settled (MaxDeliver reached): %s. "+
+		"No delivery was acknowledged, retried or released: its worker stopped while holding it (crashed, "+
+		"killed or hung) or could not settle it; the replicas' logs around the last delivery say which. "+
+		"Moved here from %s seq %d", adv.Deliveries, adv.Consumer, found, adv.Stream, adv.StreamSeq)
 }
 
 // deleteMsg removes seq from s; a message already gone is not an error.

@@ -84,8 +84,12 @@ type Filter struct {
 	Reasons []schemas.Reason
 	// Persona keeps one persona's records ("_" for records without one).
 	Persona string
+	// Personas keeps the records of any of these personas (with Persona).
+	Personas []string
 	// Task keeps one task's records.
 	Task string
+	// Tasks keeps the records of any of these tasks (with Task).
+	Tasks []string
 	// Since keeps records stored at or after this time.
 	Since time.Time
 	// Limit keeps the newest Limit records; 0 keeps all.
@@ -99,8 +103,10 @@ func (f Filter) Validate() error {
 			return fmt.Errorf("%w: reason %q (known: %s)", ErrInvalidFilter, r, reasonList())
 		}
 	}
-	if f.Persona != "" && !schemas.ValidSubjectToken(f.Persona) {
-		return fmt.Errorf("%w: persona %q is not a subject token", ErrInvalidFilter, f.Persona)
+	for _, p := range f.personas() {
+		if !schemas.ValidSubjectToken(p) {
+			return fmt.Errorf("%w: persona %q is not a subject token", ErrInvalidFilter, p)
+		}
 	}
 	if f.Limit < 0 {
 		return fmt.Errorf("%w: limit %d must not be negative", ErrInvalidFilter, f.Limit)
@@ -116,23 +122,51 @@ func reasonList() string {
 	return strings.Join(names, ", ")
 }
 
+// personas is every persona f keeps (none: all).
+func (f Filter) personas() []string { return union(f.Persona, f.Personas) }
+
+// tasks is every task f keeps (none: all).
+func (f Filter) tasks() []string { return union(f.Task, f.Tasks) }
+
+// keepsTask reports whether f keeps records of task.
+func (f Filter) keepsTask(task string) bool {
+	tasks := f.tasks()
+	return len(tasks) == 0 || slices.Contains(tasks, task)
+}
+
+// union is one and more, without empties and repeats.
+func union(one string, more []string) []string {
+	var out []string
+	for _, v := range append([]string{one}, more...) {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // subjects turns the reason and persona filters into subject filters.
 func (i *Inspector) subjects(f Filter) []string {
-	persona := "*"
-	if f.Persona != "" {
-		persona = f.Persona
+	personas := f.personas()
+	if len(personas) == 0 {
+		personas = []string{"*"}
 	}
-	if len(f.Reasons) == 0 {
-		if persona == "*" {
+	reasons := make([]string, 0, len(f.Reasons))
+	for _, r := range f.Reasons {
+		reasons = append(reasons, string(r))
+	}
+	if len(reasons) == 0 {
+		if personas[0] == "*" {
 			return []string{i.cfg.Prefix + ".>"}
 		}
-		return []string{i.cfg.Prefix + ".*." + persona}
+		reasons = []string{"*"}
 	}
-	out := make([]string, 0, len(f.Reasons))
-	for _, r := range f.Reasons {
-		s := i.cfg.Prefix + "." + string(r) + "." + persona
-		if !slices.Contains(out, s) {
-			out = append(out, s)
+	var out []string
+	for _, r := range reasons {
+		for _, p := range personas {
+			if s := i.cfg.Prefix + "." + r + "." + p; !slices.Contains(out, s) {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
@@ -184,12 +218,12 @@ func (i *Inspector) List(ctx context.Context, f Filter) ([]Entry, error) {
 	out := []Entry{}
 	err := scan(ctx, i.js, scanOpts{stream: i.cfg.Stream, subjects: i.subjects(f), since: f.Since},
 		func(m jetstream.Msg) (bool, error) {
-			if f.Task != "" && m.Headers().Get(schemas.HeaderTask) != f.Task {
+			if !f.keepsTask(m.Headers().Get(schemas.HeaderTask)) {
 				return true, nil
 			}
 			seq, at := msgSeq(m)
 			e := newEntry(seq, m.Subject(), at, m.Data())
-			if f.Task != "" && e.Record != nil && e.Record.TaskID != f.Task {
+			if e.Record != nil && !f.keepsTask(e.Record.TaskID) {
 				return true, nil
 			}
 			out = append(out, e)
@@ -211,7 +245,7 @@ func (i *Inspector) List(ctx context.Context, f Filter) ([]Entry, error) {
 // Count returns how many records f selects (ignoring f.Limit).
 func (i *Inspector) Count(ctx context.Context, f Filter) (int, error) {
 	f.Limit = 0
-	if f.Task == "" && f.Since.IsZero() {
+	if len(f.tasks()) == 0 && f.Since.IsZero() {
 		return i.countSubjects(ctx, f)
 	}
 	all, err := i.List(ctx, f)

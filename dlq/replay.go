@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,10 @@ type ReplayOptions struct {
 	Keep bool
 	// DryRun reports what would be done and does nothing.
 	DryRun bool
+	// KeepDeadline carries the original request's step deadline into its
+	// replay. Default: false, a fresh step budget of the original's length
+	// from the replay (see ReplayItem.Deadline).
+	KeepDeadline bool
 	// Rate caps replays per second; 0 means no cap.
 	Rate float64
 	// Progress, when set, is called after each record with the count done
@@ -54,9 +59,14 @@ type ReplayItem struct {
 	// byte; it will most likely be quarantined again as invalid_message.
 	Verbatim bool `json:"verbatim,omitempty"`
 	// Removed: the record was deleted from the quarantine.
-	Removed bool   `json:"removed,omitempty"`
-	Note    string `json:"note,omitempty"`
-	Err     string `json:"error,omitempty"`
+	Removed bool `json:"removed,omitempty"`
+	// Deadline is the step deadline the replay carries (zero: none), and
+	// DeadlineNote where it comes from: a fresh step budget, or the
+	// original's deadline (ReplayOptions.KeepDeadline).
+	Deadline     time.Time `json:"deadline,omitzero"`
+	DeadlineNote string    `json:"deadline_note,omitempty"`
+	Note         string    `json:"note,omitempty"`
+	Err          string    `json:"error,omitempty"`
 }
 
 // ReplayReport sums up a Replay.
@@ -142,6 +152,7 @@ func (i *Inspector) replayOne(ctx context.Context, e Entry, opts ReplayOptions) 
 		it.Err = err.Error()
 		return it
 	}
+	replayDeadline(msg, msg.Data, opts.KeepDeadline, i.cfg.Now(), &it)
 	if opts.DryRun {
 		if i.idx != nil {
 			if e, err := i.idx.get(ctx, it.MsgID); err == nil && e != nil && e.Seq > 0 {

@@ -204,6 +204,7 @@ func MarshalAttempt(ev *AttemptEvent) ([]byte, error) {
 	b = append(b, `,"at":"`...)
 	b = ev.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
+	b = appendOptional(b, `,"waiting_for":`, ev.WaitingFor)
 	b, err := appendUsage(b, ev.Usage)
 	if err != nil {
 		return nil, err

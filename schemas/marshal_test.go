@@ -141,6 +141,10 @@ func TestMarshalAttempt(t *testing.T) {
 			Kind: schemas.AttemptQueued, At: at, Deadline: at.Add(time.Minute), CreatedAt: at.Add(-time.Second),
 			RequestDigest: "sha256:00ff",
 		}},
+		{"Waiting", &schemas.AttemptEvent{
+			SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+			Kind: schemas.AttemptWaiting, MaxAttempts: 3, WaitingFor: schemas.WaitingForLedger, Error: "redis: connection refused", At: at,
+		}},
 		{"Escapes", &schemas.AttemptEvent{Error: "\xff\u2028\x00\t&", DurationMs: -5, At: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)}},
 	}
 	for _, tt := range tests {

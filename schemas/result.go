@@ -26,10 +26,17 @@ const (
 	// AttemptCancelled: the running attempt was stopped by a cancel; it
 	// is not a failure and is not retried.
 	AttemptCancelled AttemptKind = "cancelled"
+	// AttemptWaiting: the request was received but cannot start yet; its
+	// WaitingFor says on what. It runs when that is back (nothing counted).
+	AttemptWaiting AttemptKind = "waiting"
 )
 
 // AttemptKinds lists every attempt event kind, in a stable order.
-var AttemptKinds = []AttemptKind{AttemptQueued, AttemptStarted, AttemptFailed, AttemptCancelled}
+var AttemptKinds = []AttemptKind{AttemptQueued, AttemptStarted, AttemptFailed, AttemptCancelled, AttemptWaiting}
+
+// WaitingForLedger is the WaitingFor of a request held while the attempt
+// ledger (Redis) cannot be reached.
+const WaitingForLedger = "attempt_ledger"
 
 // AttemptEvent reports one attempt of a request as it happens: its start,
 // and, when it failed, why and what happens next. They are informational
@@ -42,9 +49,11 @@ type AttemptEvent struct {
 	Step          string      `json:"step"`
 	Persona       string      `json:"persona"`
 	Kind          AttemptKind `json:"kind"`
-	Attempt       int         `json:"attempt"`
-	MaxAttempts   int         `json:"max_attempts,omitempty"`
-	Agent         string      `json:"agent,omitempty"`
+	// Attempt is the attempt's number (0 for a waiting request, not yet
+	// numbered).
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Agent       string `json:"agent,omitempty"`
 	// Class is how a failed attempt was classified (retryable, timeout, …).
 	Class    string    `json:"class,omitempty"`
 	Error    string    `json:"error,omitempty"`
@@ -58,6 +67,9 @@ type AttemptEvent struct {
 	NextDelayMs   int64     `json:"next_delay_ms,omitempty"`
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	At            time.Time `json:"at"`
+	// WaitingFor names what a waiting request waits for
+	// (WaitingForLedger); empty for other kinds.
+	WaitingFor string `json:"waiting_for,omitempty"`
 	// Usage is what a failed attempt reported consuming; absent when
 	// nothing.
 	Usage *Usage `json:"usage,omitempty"`

@@ -92,6 +92,9 @@ func TestDevOnceSettlesTheDemoWorkload(t *testing.T) {
 	} {
 		require.Contains(t, collapse(out), collapse(want))
 	}
+	// Each persona's step budget, as serve logs it.
+	require.Contains(t, errOut, "Calculated PersonaRequestStep timeout to accommodate retries")
+	require.Contains(t, errOut, "Step timeout configured")
 }
 
 func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }

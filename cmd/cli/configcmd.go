@@ -26,6 +26,9 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if _, err := cfg.Personas(&log); err != nil {
 				return err
 			}
+			if err := cfg.CheckInvokers(); err != nil {
+				return err
+			}
 			fmt.Fprintf(g.stdout, "# %s: valid\n", args[0])
 			return cfg.WriteRedacted(g.stdout)
 		},

@@ -98,6 +98,7 @@ func runDev(ctx context.Context, g *globals, f devFlags) error {
 		return err
 	}
 	defer closeLedger()
+	logDevBudgets(log, f.timeScale)
 	mx := newMetricsEndpoint(f.metrics)
 	rt, err := consumers.New(consumers.Config{
 		JetStream: js, Personas: demoPersonas(f.timeScale), Ledger: led, Logger: &log,

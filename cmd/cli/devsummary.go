@@ -58,19 +58,15 @@ func (s *devSummary) follow(ctx context.Context, events <-chan *schemas.OutcomeE
 
 func (s *devSummary) record(ev *schemas.OutcomeEvent) {
 	if _, ours := s.reqs[ev.RequestID]; !ours {
-		fmt.Fprintf(s.w, "  %-10s %-28s %s (%s) after %d attempt(s)\n", ev.Persona, ev.TaskID, ev.Outcome, ev.Reason, ev.Attempts)
+		fmt.Fprintf(s.w, "  %-10s %-28s %s after %d attempt(s)\n", ev.Persona, ev.TaskID, outcomeLabel(ev.Outcome, ev.Reason), ev.Attempts)
 		return
 	}
 	if _, seen := s.results[ev.RequestID]; seen {
 		return
 	}
 	s.results[ev.RequestID] = ev
-	reason := ""
-	if ev.Reason != "" {
-		reason = " (" + string(ev.Reason) + ")"
-	}
-	fmt.Fprintf(s.w, "  [%d/%d] %-10s %-28s %s%s after %d attempt(s)\n",
-		s.settled(), s.total(), ev.Persona, ev.TaskID, ev.Outcome, reason, ev.Attempts)
+	fmt.Fprintf(s.w, "  [%d/%d] %-10s %-28s %s after %d attempt(s)\n",
+		s.settled(), s.total(), ev.Persona, ev.TaskID, outcomeLabel(ev.Outcome, ev.Reason), ev.Attempts)
 }
 
 // table prints the final per-task summary.

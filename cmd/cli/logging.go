@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,12 +18,27 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	}
 	// Handlers log from many goroutines; SyncWriter keeps lines whole on any writer.
 	out := zerolog.SyncWriter(g.stderr)
+	var log zerolog.Logger
 	switch g.logFormat {
 	case "json":
-		return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
+		log = zerolog.New(out).Level(level).With().Timestamp().Logger()
 	case "console":
-		w := zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}
-		return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+		w := zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly, NoColor: !isTerminal(g.stderr)}
+		log = zerolog.New(w).Level(level).With().Timestamp().Logger()
+	default:
+		return zerolog.Nop(), fmt.Errorf("invalid flag --log-format: %q (want json|console)", g.logFormat)
 	}
-	return zerolog.Nop(), fmt.Errorf("invalid flag --log-format: %q (want json|console)", g.logFormat)
+	routeRedisLogs(log)
+	return log, nil
+}
+
+// isTerminal reports whether w is a terminal (colour codes are written
+// only to one: a file or a pipe gets plain text).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -110,7 +110,7 @@ func readInput(v string, stdin io.Reader) (json.RawMessage, error) {
 		return nil, err
 	}
 	if !json.Valid(data) {
-		return nil, fmt.Errorf("invalid flag --input: not valid JSON")
+		return nil, fmt.Errorf("invalid flag --input: not valid JSON %s", jsonProblem(data))
 	}
 	return json.RawMessage(data), nil
 }

@@ -49,22 +49,22 @@ PERSONAQ_QUARANTINE_ALL that sources every region's (deployments/nats/regions).`
 
 // qFilterFlags are the record filters ls, replay and purge share.
 type qFilterFlags struct {
-	reasons []string
-	persona string
-	task    string
-	since   string
+	reasons  []string
+	personas []string
+	tasks    []string
+	since    string
 }
 
 func (f *qFilterFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.reasons, "reason", nil, "keep records with this reason (repeatable, comma separated): "+qReasonNames())
-	fl.StringVar(&f.persona, "persona", "", "keep one persona's records")
-	fl.StringVar(&f.task, "task", "", "keep one task's records")
+	fl.StringSliceVar(&f.personas, "persona", nil, "keep these personas' records (repeatable, comma separated)")
+	fl.StringSliceVar(&f.tasks, "task", nil, "keep these tasks' records (repeatable, comma separated)")
 	fl.StringVar(&f.since, "since", "", "keep records stored since a duration ago (1h, 30m) or an RFC 3339 time")
 }
 
 func (f *qFilterFlags) set() bool {
-	return len(f.reasons) > 0 || f.persona != "" || f.task != "" || f.since != ""
+	return len(f.reasons) > 0 || len(f.personas) > 0 || len(f.tasks) > 0 || f.since != ""
 }
 
 func (f *qFilterFlags) filter(now time.Time) (dlq.Filter, error) {
@@ -76,7 +76,7 @@ func (f *qFilterFlags) filter(now time.Time) (dlq.Filter, error) {
 		}
 		out.Reasons = append(out.Reasons, schemas.Reason(r))
 	}
-	out.Persona, out.Task = f.persona, f.task
+	out.Personas, out.Tasks = trimAll(f.personas), trimAll(f.tasks)
 	if f.since != "" {
 		since, err := qParseSince(f.since, now)
 		if err != nil {
@@ -85,6 +85,17 @@ func (f *qFilterFlags) filter(now time.Time) (dlq.Filter, error) {
 		out.Since = since
 	}
 	return out, out.Validate()
+}
+
+// trimAll trims the values of a list flag and drops empty ones.
+func trimAll(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func qParseSince(v string, now time.Time) (time.Time, error) {

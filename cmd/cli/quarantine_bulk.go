@@ -75,9 +75,10 @@ func qProgress(w io.Writer, verb string, n int) func(done, total int) {
 
 func newQuarantineReplayCmd(g *globals) *cobra.Command {
 	var (
-		f    qBulkFlags
-		keep bool
-		rate float64
+		f            qBulkFlags
+		keep         bool
+		keepDeadline bool
+		rate         float64
 	)
 	cmd := &cobra.Command{
 		Use:   "replay SEQ… | replay --all [--reason R] [--persona P] [--task T] [--since D] [--yes]",
@@ -88,6 +89,11 @@ counts from one again; every other byte is kept, and headers Personaq-Replay-Of,
 Personaq-Replay-Count and Personaq-Original-Request-Id carry the lineage. Replaying the
 same record twice publishes once. A payload that is not a valid request goes out byte
 for byte (it will be quarantined again as invalid_message; the dry run says so).
+
+A request that carried a step deadline (Personaq-Deadline) gets a fresh step budget of
+the same length, counted from the replay: the original's has most likely passed, and a
+replay carrying it would end deadline_exceeded without running. --keep-deadline carries
+the original deadline instead. The dry run shows the deadline each replay will carry.
 
 Named records are replayed at once (--dry-run to preview); --all is a dry run unless
 --yes. Records are removed after their replay unless --keep.`,
@@ -105,7 +111,7 @@ Named records are replayed at once (--dry-run to preview); --all is a dry run un
 			}
 			defer done()
 			rep, err := insp.Replay(cmd.Context(), sel, dlq.ReplayOptions{
-				Keep: keep, DryRun: dry, Rate: rate, Progress: qProgress(g.stderr, "replay", f.progressEvery),
+				Keep: keep, KeepDeadline: keepDeadline, DryRun: dry, Rate: rate, Progress: qProgress(g.stderr, "replay", f.progressEvery),
 			})
 			if rep == nil {
 				return g.quarantineErr(cmd.Context(), err)
@@ -128,6 +134,7 @@ Named records are replayed at once (--dry-run to preview); --all is a dry run un
 	}
 	f.add(cmd, "replay")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the records after replaying them")
+	cmd.Flags().BoolVar(&keepDeadline, "keep-deadline", false, "carry the original step deadline (default: a fresh step budget of the same length)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "replay at most this many records per second (0: no limit)")
 	return cmd
 }
@@ -150,13 +157,13 @@ func qPrintReplay(w io.Writer, rep *dlq.ReplayReport, bulk, keep bool) {
 		case it.Duplicate:
 			fmt.Fprintf(w, "seq %d (%s) was replayed before as %s seq %d; nothing published\n", it.Seq, it.Reason, it.Subject, it.PublishedSeq)
 		case rep.DryRun:
-			fmt.Fprintf(w, "would replay seq %d (%s) to %s %s\n", it.Seq, it.Reason, it.Subject, as(it))
+			fmt.Fprintf(w, "would replay seq %d (%s) to %s %s%s\n", it.Seq, it.Reason, it.Subject, as(it), qDeadline(it))
 		default:
 			removed := "record kept"
 			if it.Removed {
 				removed = "record removed"
 			}
-			fmt.Fprintf(w, "replayed seq %d (%s) to %s seq %d %s; %s\n", it.Seq, it.Reason, it.Subject, it.PublishedSeq, as(it), removed)
+			fmt.Fprintf(w, "replayed seq %d (%s) to %s seq %d %s%s; %s\n", it.Seq, it.Reason, it.Subject, it.PublishedSeq, as(it), qDeadline(it), removed)
 		}
 	}
 	if rep.DryRun {
@@ -173,6 +180,18 @@ func qPrintReplay(w io.Writer, rep *dlq.ReplayReport, bulk, keep bool) {
 	if keep {
 		fmt.Fprintln(w, "records kept (--keep): replaying them again publishes nothing")
 	}
+}
+
+// qDeadline is the step deadline a replay carries, for its line: "; step
+// deadline 2026-11-27T00:20:00Z (fresh step budget of 7m30s …)".
+func qDeadline(it dlq.ReplayItem) string {
+	switch {
+	case !it.Deadline.IsZero():
+		return fmt.Sprintf("; step deadline %s (%s)", it.Deadline.UTC().Format(time.RFC3339), it.DeadlineNote)
+	case it.DeadlineNote != "":
+		return "; " + it.DeadlineNote
+	}
+	return ""
 }
 
 func newQuarantinePurgeCmd(g *globals) *cobra.Command {

@@ -86,11 +86,17 @@ func showResult(ctx context.Context, w io.Writer, js jetstream.JetStream, reques
 	return &ExitError{Code: exitCode(stopped), Err: stopped}
 }
 
-func writeRecordText(w io.Writer, rec *schemas.OutcomeEvent, out []byte) error {
-	fmt.Fprintf(w, "request %s  %s", rec.RequestID, rec.Outcome)
-	if rec.Reason != "" {
-		fmt.Fprintf(w, " (%s)", rec.Reason)
+// outcomeLabel is "quarantined (terminal)", or just "deferred" when the
+// reason only repeats the outcome.
+func outcomeLabel(outcome schemas.Outcome, reason schemas.Reason) string {
+	if reason == "" || string(reason) == string(outcome) {
+		return string(outcome)
 	}
+	return string(outcome) + " (" + string(reason) + ")"
+}
+
+func writeRecordText(w io.Writer, rec *schemas.OutcomeEvent, out []byte) error {
+	fmt.Fprintf(w, "request %s  %s", rec.RequestID, outcomeLabel(rec.Outcome, rec.Reason))
 	if rec.Blocked {
 		fmt.Fprint(w, "  task blocked")
 	}

@@ -33,6 +33,9 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := cfg.CheckInvokers(); err != nil {
+				return err // before any connection: a persona that could never run
+			}
 			return runServe(cmd, g, cfg, newMetricsEndpoint(metricsAddr))
 		},
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -37,7 +38,7 @@ With --config, the ledger is the one the file's redis section names (one
 server, Redis Cluster or Sentinel, and its key prefix), as serve uses it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, prefix, err := taskLedgerClient(cmd.Context(), g, configPath)
+			client, prefix, source, err := taskLedgerClient(cmd.Context(), g, configPath)
 			if err != nil {
 				return err
 			}
@@ -46,12 +47,16 @@ server, Redis Cluster or Sentinel, and its key prefix), as serve uses it.`,
 			if err != nil {
 				return err
 			}
+			which := l.Describe() + " (" + source + ")"
 			views, err := loadTask(cmd, l, args[0], step)
+			if errors.Is(err, errNoLedgerEntries) {
+				views, err = recordsOnly(cmd.Context(), g, args[0], step, which, err)
+			}
 			if err != nil {
 				return err
 			}
 			addResults(cmd.Context(), g, views)
-			return writeTask(g.stdout, output, args[0], views)
+			return writeTask(g.stdout, output, args[0], which, views)
 		},
 	}
 	show.Flags().StringVar(&step, "step", "", "only this step")
@@ -111,7 +116,7 @@ func loadTask(cmd *cobra.Command, l *ledger.Ledger, task, only string) ([]stepVi
 			Usage: usageView(retry.TotalUsage(hist))})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no ledger entries for task %q (expired after the TTL, or never run)", task)
+		return nil, fmt.Errorf("%w for task %q", errNoLedgerEntries, task)
 	}
 	return out, nil
 }
@@ -134,16 +139,19 @@ func attemptViews(hist []retry.Attempt) []attemptView {
 	return out
 }
 
-func writeTask(w io.Writer, output, task string, views []stepView) error {
+func writeTask(w io.Writer, output, task, ledgerName string, views []stepView) error {
 	switch output {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"task_id": task, "steps": views})
+		return enc.Encode(map[string]any{"task_id": task, "ledger": ledgerName, "steps": views})
 	case "text":
+		fmt.Fprintf(w, "ledger: %s\n", ledgerName)
 		for _, v := range views {
 			fmt.Fprintf(w, "task %s step %s request %s: %s\n", task, v.Step, v.RequestID, v.State)
-			writeAttempts(w, v)
+			if len(v.Attempts) > 0 {
+				writeAttempts(w, v)
+			}
 			writeStepResult(w, v)
 		}
 		return nil
@@ -216,30 +224,35 @@ func truncate(s string, n int) string {
 // `personaq dev` on --nats-url.
 // taskLedgerClient connects to the ledger `task show` reads: the config
 // file's redis section when one is given, else --redis-url or dev's.
-func taskLedgerClient(ctx context.Context, g *globals, configPath string) (redis.UniversalClient, string, error) {
+// source says where the ledger was found, for the line that names it.
+func taskLedgerClient(ctx context.Context, g *globals, configPath string) (client redis.UniversalClient, prefix, source string, err error) {
 	if configPath != "" {
 		cfg, err := config.Load(configPath, os.LookupEnv)
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		opts, err := cfg.RedisOptions()
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		if opts == nil {
-			return nil, "", fmt.Errorf("%s configures no Redis (redis.url, redis.addrs or redis.sentinel): there is no ledger to read", configPath)
+			return nil, "", "", fmt.Errorf("%s configures no Redis (redis.url, redis.addrs or redis.sentinel): there is no ledger to read", configPath)
 		}
-		return ledger.NewClient(opts), cfg.Redis.Prefix, nil
+		return ledger.NewClient(opts), cfg.Redis.Prefix, "from " + configPath, nil
+	}
+	source = "from --redis-url / REDIS_URL"
+	if g.redisURL == "" {
+		source = "the in-process ledger of the personaq dev at " + redactURL(g.natsURL)
 	}
 	url, err := ledgerURL(ctx, g)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	client, err := ledger.NewClientURL(url)
+	client, err = ledger.NewClientURL(url)
 	if err != nil {
-		return nil, "", fmt.Errorf("invalid flag --redis-url: %w", err)
+		return nil, "", "", fmt.Errorf("invalid flag --redis-url: %w", err)
 	}
-	return client, "", nil
+	return client, "", source, nil
 }
 
 func ledgerURL(ctx context.Context, g *globals) (string, error) {

@@ -93,6 +93,8 @@ func printAttempt(w io.Writer, ev *schemas.AttemptEvent) {
 	switch ev.Kind {
 	case schemas.AttemptStarted:
 		fmt.Fprintf(w, "attempt %d/%d started%s\n", ev.Attempt, ev.MaxAttempts, onAgent(ev.Agent))
+	case schemas.AttemptWaiting:
+		fmt.Fprintln(w, waitingLine(ev))
 	case schemas.AttemptFailed:
 		line := fmt.Sprintf("attempt %d failed (%s)%s%s", ev.Attempt, ev.Class, progressSuffix(ev.Progress), usageSuffix(ev.Usage))
 		if ev.NextAttempt > 0 {

@@ -46,8 +46,11 @@ type RateLimitConfig struct {
 // CircuitConfig is a persona's circuit breaker (personas.<name>.circuit,
 // defaults.circuit).
 type CircuitConfig struct {
-	// Failures: consecutive provider failures (network errors, 5xx other
-	// than 529) on one replica that open the circuit. Default: 5.
+	// Failures: the fewest provider failures (network errors, 5xx other
+	// than 529, not counting answers that name a Retry-After) within the
+	// last 30 s on one replica that open the circuit, provided that at
+	// least 10 attempts were answered then and half of them failed
+	// (flow.Circuit). Default: 5.
 	Failures int `yaml:"failures,omitempty"`
 	// CoolDown: how long an open circuit pauses the persona before one
 	// probe is let through. Default: 30s.

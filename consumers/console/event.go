@@ -55,6 +55,11 @@ func attemptEvent(ev *schemas.AttemptEvent) liveEvent {
 		if ev.Agent != "" {
 			e.Detail = "agent " + ev.Agent
 		}
+	case schemas.AttemptWaiting:
+		e.What, e.Tone, e.Detail = "waiting: "+ev.WaitingFor, "warn", trunc(ev.Error, maxDetail)
+		if ev.WaitingFor == schemas.WaitingForLedger {
+			e.What = "waiting: attempt ledger unavailable"
+		}
 	default:
 		e.What, e.Tone = fmt.Sprintf("attempt %d failed (%s)", ev.Attempt, ev.Class), "warn"
 		if ev.NextAttempt > 0 {

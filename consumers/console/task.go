@@ -20,6 +20,8 @@ type taskView struct {
 	Steps     []stepView
 	Note      string
 	HasLedger bool
+	// Ledger names the attempt ledger the page reads ("" without one).
+	Ledger string
 }
 
 // stepView is one request of one step, as `personaq task show` shows it.
@@ -53,7 +55,7 @@ const outputShown = 16 << 10
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	v := taskView{Query: q, HasLedger: s.cfg.Ledger != nil}
+	v := taskView{Query: q, HasLedger: s.cfg.Ledger != nil, Ledger: s.ledgerName()}
 	if q != "" {
 		if err := s.loadTask(r.Context(), q, &v); err != nil {
 			v.Note = err.Error()
@@ -63,29 +65,66 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // loadTask finds q as a task id in the ledger, or else as a request id
-// (its terminal record or attempt events name the task).
+// (its terminal record or attempt events name the task). When the ledger
+// knows nothing of the task (or there is none), the task's terminal
+// records in NATS say whether it ran.
 func (s *Server) loadTask(ctx context.Context, q string, v *taskView) error {
 	task, rec := q, (*schemas.OutcomeEvent)(nil)
 	steps, err := s.steps(ctx, q)
-	if err == nil && len(steps) == 0 {
+	if (err == nil && len(steps) == 0) || errors.Is(err, errNoLedger) {
 		if t, r := s.taskOfRequest(ctx, q); t != "" {
 			task, rec = t, r
 			steps, err = s.steps(ctx, task)
 		}
 	}
 	v.TaskID = task
-	if errors.Is(err, errNoLedger) && rec != nil {
-		v.Steps = []stepView{s.withResult(ctx, stepView{Step: rec.Step, RequestID: rec.RequestID})}
+	switch {
+	case err != nil && !errors.Is(err, errNoLedger):
 		return err
+	case err == nil && len(steps) > 0:
+		v.Steps = steps
+		return nil
 	}
-	if err != nil {
+	v.Steps = s.recordSteps(ctx, task, rec)
+	switch {
+	case errors.Is(err, errNoLedger):
 		return err
+	case len(v.Steps) == 0:
+		return fmt.Errorf("no attempts recorded for task or request %q in the ledger (%s), and no terminal record in NATS: never run, or expired", q, v.Ledger)
 	}
-	if len(steps) == 0 {
-		return fmt.Errorf("no attempts recorded for task or request %q (never run, or expired from the ledger)", q)
-	}
-	v.Steps = steps
 	return nil
+}
+
+// stateOtherLedger is the state of a step the ledger knows nothing of but
+// whose terminal record is in NATS.
+const stateOtherLedger = "ran; attempts recorded in another ledger (or expired from this one)"
+
+// recordSteps are task's steps as its terminal records in NATS show them
+// (rec, a record already read, when the scan finds none).
+func (s *Server) recordSteps(ctx context.Context, task string, rec *schemas.OutcomeEvent) []stepView {
+	var recs []*schemas.OutcomeEvent
+	if found, err := s.recs.ForTask(ctx, task); err == nil {
+		recs = found.Records
+	}
+	if len(recs) == 0 && rec != nil {
+		recs = []*schemas.OutcomeEvent{rec}
+	}
+	out := make([]stepView, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, s.withResult(ctx, stepView{Step: r.Step, RequestID: r.RequestID, State: stateOtherLedger}))
+	}
+	return out
+}
+
+// ledgerName names the ledger the page reads ("" without one).
+func (s *Server) ledgerName() string {
+	if s.cfg.Ledger == nil {
+		return ""
+	}
+	if d, ok := s.cfg.Ledger.(interface{ Describe() string }); ok {
+		return d.Describe()
+	}
+	return "an attempt ledger"
 }
 
 // taskOfRequest returns the task of request id, from its terminal record

@@ -9,31 +9,51 @@ import (
 	"github.com/personaq/personaq/consumers/flow"
 )
 
-func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
+func TestBreakerTripsOnAFailureRateOverTheWindow(t *testing.T) {
 	t.Parallel()
+	c := flow.Circuit{Failures: 3, MinCalls: 4, FailureRate: 0.5, Window: 10 * time.Second}
+	f, ok := true, false
 	cases := []struct {
 		name     string
-		outcomes []bool // true: provider failure
+		outcomes []bool // true: provider failure, one every 100 ms
 		trips    []int  // indexes that trip
 	}{
-		{"ThreeInARow", []bool{true, true, true}, []int{2}},
-		{"SuccessResets", []bool{true, true, false, true, true, true}, []int{5}},
-		{"RestartsAfterTrip", []bool{true, true, true, true, true, true}, []int{2, 5}},
-		{"NeverWithoutFailures", []bool{false, false, false}, nil},
+		{"NotBeforeMinCalls", []bool{f, f, f}, nil},
+		{"AtMinCallsAndRate", []bool{f, f, f, f}, []int{3}},
+		{"SuccessesKeepTheRateLow", []bool{f, ok, ok, f, ok, ok, f, ok, ok}, nil},
+		{"RateReachedDespiteSuccesses", []bool{f, ok, f, ok, f}, []int{4}},
+		{"RestartsAfterTrip", []bool{f, f, f, f, f, f, f, f}, []int{3, 7}},
+		{"NeverWithoutFailures", []bool{ok, ok, ok, ok, ok}, nil},
+		{"ASuccessNeverTrips", []bool{f, f, f, ok}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := flow.NewBreaker(3)
+			b := flow.NewBreaker(c)
+			now := time.Unix(1_800_000_000, 0)
 			var trips []int
 			for i, failed := range tc.outcomes {
-				if trip, _ := b.Record(failed); trip {
+				if trip, _ := b.Record(failed, now.Add(time.Duration(i)*100*time.Millisecond)); trip {
 					trips = append(trips, i)
 				}
 			}
 			require.Equal(t, tc.trips, trips)
 		})
 	}
+}
+
+// Failures older than the window no longer count.
+func TestBreakerForgetsFailuresOutsideTheWindow(t *testing.T) {
+	t.Parallel()
+	b := flow.NewBreaker(flow.Circuit{Failures: 3, MinCalls: 3, FailureRate: 1, Window: 5 * time.Second})
+	now := time.Unix(1_800_000_000, 0)
+	for i := range 2 {
+		trip, _ := b.Record(true, now.Add(time.Duration(i)*time.Second))
+		require.False(t, trip)
+	}
+	trip, n := b.Record(true, now.Add(7*time.Second))
+	require.False(t, trip, "the first two failures left the window")
+	require.Equal(t, 1, n)
 }
 
 func TestStatusPull(t *testing.T) {

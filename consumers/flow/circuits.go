@@ -39,8 +39,8 @@ func (c *Circuits) key(persona string) []string { return []string{circuitKey(c.p
 
 func keyTTL(coolDown time.Duration) int64 { return (coolDown + circuitKeyTTL).Milliseconds() }
 
-// Open opens persona's circuit for coolDown after failures consecutive
-// failures. opened is false when it was already open or half-open; st is
+// Open opens persona's circuit for coolDown after failures failures within
+// the breaker's window. opened is false when it was already open or half-open; st is
 // the circuit now.
 func (c *Circuits) Open(ctx context.Context, persona string, coolDown time.Duration, failures int) (opened bool, st Status, err error) {
 	v, err := openScript.Run(ctx, c.client, c.key(persona), coolDown.Milliseconds(), failures, keyTTL(coolDown)).Slice()

@@ -12,6 +12,7 @@
 //
 // Circuits holds each persona's circuit state in Redis so that every
 // replica sees an open circuit, and exactly one replica at a time gets the
-// half-open probe. Breaker counts one replica's consecutive provider
-// failures and Status.Pull says what a replica may pull; both are pure.
+// half-open probe. Breaker measures one replica's provider failure rate
+// over a window and Status.Pull says what a replica may pull; both are
+// pure.
 package flow

@@ -119,7 +119,7 @@ return math.ceil(cur - now)
 //
 //	state        open | half (half-open); the key is absent when closed
 //	until        when the open state's cool-down ends (ms)
-//	failures     consecutive failures that opened it, plus failed probes
+//	failures     failures in the window that opened it, plus failed probes
 //	prober       replica holding the half-open probe
 //	probe_until  when the prober's claim lapses and another may probe (ms)
 //

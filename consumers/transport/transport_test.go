@@ -173,10 +173,13 @@ func TestInlineSettleIsDoneWhenTheSettleFunctionReturns(t *testing.T) {
 	require.Equal(t, 1, sub.InFlight())
 	transport.Ack(first)
 	require.Error(t, first.Context().Err(), "settled before Ack returned")
-	require.Zero(t, sub.InFlight(), "its slot is free")
 	require.EqualValues(t, 2, h.requestsLeft(), "the ack was confirmed by the server")
 
-	second := receive(t, ch) // the one slot was given back: the next message comes
+	// The one slot was given back: the next message comes, and it alone is
+	// in flight. (Reading InFlight right after Ack raced with that next
+	// fetch, which may already hold it: 1 run in 30 under CPU load.)
+	second := receive(t, ch)
+	require.Equal(t, 1, sub.InFlight(), "the settled message left the in-flight set")
 	transport.AckWithTerm(second, "test")
 	require.EqualValues(t, 1, h.requestsLeft())
 

@@ -48,6 +48,24 @@ die() {
 	exit 1
 }
 
+# check_images names every image the cluster needs that is not on this
+# host, and how to build it: nothing is pulled (compose would otherwise fail
+# with "invalid container name or ID: value is empty").
+check_images() {
+	local missing=() spec img how
+	docker info >/dev/null 2>&1 || die "the docker engine is not reachable (docker info failed)"
+	for spec in \
+		"${PERSONAQ_NATS_IMAGE:-personaq/nats:local}|bash integration/images/build.sh" \
+		"${PERSONAQ_REDIS_IMAGE:-personaq/redis:local}|bash integration/images/build.sh" \
+		"${PERSONAQ_IMAGE:-personaq/personaq:local}|bash integration/images/build.sh" \
+		"${DEMO_PERSONA_IMAGE:-personaq/demo-persona:local}|bash deployments/demo-persona/build.sh"; do
+		img=${spec%%|*} how=${spec#*|}
+		docker image inspect "$img" >/dev/null 2>&1 || missing+=("  $img: build it with \`$how\` (from $REPO)")
+	done
+	((${#missing[@]} == 0)) || die "$(printf 'image(s) not on this host (nothing is pulled):\n%s' "$(printf '%s\n' "${missing[@]}")")"
+}
+check_images
+
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"; ((KEEP)) || "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true' EXIT
 
@@ -122,9 +140,12 @@ one_run() {
 	say "consumers (one durable per persona, shared by all replicas)"
 	jsz | jq -r '.account_details[0].stream_detail[] | select(.name == "PERSONAQ_REQUESTS") | .consumer_detail[] |
 		"\(.name): delivered \(.delivered.stream_seq) (stream seq), redelivered \(.num_redelivered), pending \(.num_pending), ack pending \(.num_ack_pending)"' | sort
-	say "outcome events and quarantine records by subject (\$JS.API.STREAM.INFO with subjects_filter)"
+	say "outcome events and quarantine records by outcome or reason, and persona (\$JS.API.STREAM.INFO with subjects_filter)"
 	for s in PERSONAQ_OUTCOMES PERSONAQ_QUARANTINE; do
-		js_api "\$JS.API.STREAM.INFO.$s" '{"subjects_filter":">"}' | jq -r '.state.subjects | to_entries[] | "\(.key): \(.value)"' | sort
+		# Outcome subjects end with the request's key: counted per <prefix>.<kind>.<outcome>.<persona>.
+		js_api "\$JS.API.STREAM.INFO.$s" '{"subjects_filter":">"}' |
+			jq -r '.state.subjects | to_entries | group_by(.key | split(".")[0:4] | join(".")) | .[] |
+				"\(.[0].key | split(".")[0:4] | join(".")): \(map(.value) | add)"' | sort
 	done
 	say "attempts seen by the demo persona, by caller (GET $DEMO/stats)"
 	curl -fsS "$DEMO/stats" | jq -r '.personas | to_entries[] |
