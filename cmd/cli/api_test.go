@@ -91,7 +91,7 @@ func httpDo(t *testing.T, method, url, token, body string) (int, map[string]any)
 func TestDevServesTheAPI(t *testing.T) {
 	t.Parallel()
 	out := start(t, "dev", "--per-persona", "0", "--data-dir", t.TempDir(), "--console", "127.0.0.1:"+freePort(t))
-	m := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token: (\S+);`))
+	m := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token: (\S+)\)\n`))
 	base, token := m[1], m[2]
 	code, st := httpDo(t, "POST", base+"/requests", token, `{"persona":"echo","task_id":"t-dev-api","input":{"hi":1}}`)
 	require.Equal(t, http.StatusCreated, code, "%v", st)
@@ -179,4 +179,16 @@ api:
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NotNil(t, resp.TLS, "served over TLS")
+}
+
+// TestDevUsesTheEnvToken: with PERSONAQ_API_TOKEN set, dev serves with it
+// and does not print it. (Not parallel: it sets the environment.)
+func TestDevUsesTheEnvToken(t *testing.T) {
+	const token = "dev-env-token-for-the-test"
+	t.Setenv("PERSONAQ_API_TOKEN", token)
+	out := start(t, "dev", "--per-persona", "0", "--data-dir", t.TempDir(), "--console", "127.0.0.1:"+freePort(t))
+	base := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token from PERSONAQ_API_TOKEN\)\n`))[1]
+	code, _ := httpDo(t, "GET", base+"/personas", token, "")
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, out.String(), token)
 }
