@@ -3,8 +3,17 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -82,7 +91,7 @@ func httpDo(t *testing.T, method, url, token, body string) (int, map[string]any)
 func TestDevServesTheAPI(t *testing.T) {
 	t.Parallel()
 	out := start(t, "dev", "--per-persona", "0", "--data-dir", t.TempDir(), "--console", "127.0.0.1:"+freePort(t))
-	m := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token: (\S+);`))
+	m := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token: (\S+)\)\n`))
 	base, token := m[1], m[2]
 	code, st := httpDo(t, "POST", base+"/requests", token, `{"persona":"echo","task_id":"t-dev-api","input":{"hi":1}}`)
 	require.Equal(t, http.StatusCreated, code, "%v", st)
@@ -119,4 +128,67 @@ api:
 	require.Equal(t, "submit", st["scope"])
 	code, _ = httpDo(t, "GET", base+"/personas", "watcher-secret-000001", "")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// selfSigned writes a certificate and key for 127.0.0.1 and returns their
+// paths and a pool trusting it.
+func selfSigned(t *testing.T) (string, string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "personaq-api-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
+	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return certPath, keyPath, pool
+}
+
+// TestAPICommandServesTLS: --tls-cert and --tls-key serve HTTPS.
+func TestAPICommandServesTLS(t *testing.T) {
+	t.Parallel()
+	url, _ := serveDemo(t, "echo")
+	certPath, keyPath, pool := selfSigned(t)
+	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`
+personas:
+  echo:
+    invoker: {type: demo, demo: echo}
+api:
+  tokens:
+    - {name: reader, token: tls-reader-secret-01, scopes: [read]}
+`), 0o600))
+	out := start(t, "--nats-url", url, "api", "--config", cfgPath, "--listen", "127.0.0.1:"+freePort(t), "--tls-cert", certPath, "--tls-key", keyPath)
+	base := awaitLine(t, out, regexp.MustCompile(`personaq api: serving (https://\S+/v1)`))[1]
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest("GET", base+"/personas", nil)
+	req.Header.Set("Authorization", "Bearer tls-reader-secret-01")
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotNil(t, resp.TLS, "served over TLS")
+}
+
+// TestDevUsesTheEnvToken: with PERSONAQ_API_TOKEN set, dev serves with it
+// and does not print it. (Not parallel: it sets the environment.)
+func TestDevUsesTheEnvToken(t *testing.T) {
+	const token = "dev-env-token-for-the-test"
+	t.Setenv("PERSONAQ_API_TOKEN", token)
+	out := start(t, "dev", "--per-persona", "0", "--data-dir", t.TempDir(), "--console", "127.0.0.1:"+freePort(t))
+	base := awaitLine(t, out, regexp.MustCompile(`personaq dev: API at (http://\S+/v1) \(token from PERSONAQ_API_TOKEN\)\n`))[1]
+	code, _ := httpDo(t, "GET", base+"/personas", token, "")
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, out.String(), token)
 }

@@ -196,8 +196,8 @@ func serveDevConsole(ctx context.Context, g *globals, addr string, js jetstream.
 // here (never when PERSONAQ_API_TOKEN chose it; never in the logs).
 func announceAPI(g *globals, addr, token string, generated bool) {
 	if generated {
-		fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token: %s; set %s to choose one)\n", addr, token, apiTokenEnv)
+		fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token: %s)\n", addr, token)
 		return
 	}
-	fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token: $%s)\n", addr, apiTokenEnv)
+	fmt.Fprintf(g.stdout, "personaq dev: API at http://%s/v1 (token from %s)\n", addr, apiTokenEnv)
 }
