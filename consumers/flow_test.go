@@ -256,7 +256,11 @@ func TestFlowLimiterBelowProviderLimit(t *testing.T) {
 }
 
 // TestFlowCircuitOpensPausesAndProbes: a provider down (503) opens the
-// persona's circuit after 3 consecutive failures; the consumer is paused
+// persona's circuit once 3 of a replica's calls failed, all of them (the
+// breaker's minimum of calls lowered to 3, so each replica trips on its own
+// as soon as the other would tell it: replicas read the shared state every
+// flowPoll, and a held retry on one that has not read it yet still calls
+// the provider); the consumer is paused
 // on the server, each cool-down lets one probe through, and refused
 // requests burn no attempt. When the provider is back, the probe closes
 // the circuit and every request succeeds.
@@ -270,7 +274,7 @@ func TestFlowCircuitOpensPausesAndProbes(t *testing.T) {
 	p := httpPersona(t, "tester", prov.srv.URL, pol)
 	p.Concurrency = 2
 	cool := 300 * time.Millisecond
-	p.Circuit = flow.Circuit{Failures: 3, CoolDown: cool}
+	p.Circuit = flow.Circuit{Failures: 3, MinCalls: 3, CoolDown: cool}
 	mod := func(c *consumers.Config) { c.Circuits, c.Observer = circuits, obs }
 	h.startMod(mod, p)
 	h.startMod(mod, p)

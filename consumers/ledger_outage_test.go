@@ -1,8 +1,10 @@
 package consumers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,14 @@ func outageHarness(t *testing.T) (*harness, *testenv.Redis) {
 	t.Helper()
 	h := newHarness(t, false)
 	rs := testenv.StartRedis(t)
+	// go-redis's pool keeps a dialer retrying a dead server every second;
+	// it notices the client was closed (below, run first) at its next try.
+	t.Cleanup(func() {
+		require.Eventually(t, func() bool {
+			buf := make([]byte, 1<<20)
+			return !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("pool.(*ConnPool).tryDial"))
+		}, 5*time.Second, 50*time.Millisecond, "go-redis's dialer stopped")
+	})
 	client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
