@@ -4,7 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,9 +35,14 @@ func TestTaskPageNamesItsLedgerAndFallsBackOnTerminalRecords(t *testing.T) {
 	id := e.publish("echo", "story-echo")
 	e.settle(id)
 
-	body := getPage(t, e.url+"/task?q=story-echo")
+	// The terminal record is stored before the ledger's finish is written:
+	// the page may show the attempt running for a moment.
+	var body string
+	require.Eventually(t, func() bool {
+		body = getPage(t, e.url+"/task?q=story-echo")
+		return strings.Contains(body, `class="attempts"`)
+	}, 10*time.Second, 20*time.Millisecond, "the ledger the replicas write has the attempts")
 	require.Contains(t, body, `id="ledger">ledger: redis `)
-	require.Contains(t, body, `class="attempts"`, "the ledger the replicas write has the attempts")
 
 	other, err := ledger.New(ledger.Config{Client: testenv.StartRedis(t).Client(t)})
 	require.NoError(t, err)
