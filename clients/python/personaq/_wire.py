@@ -195,6 +195,21 @@ class Backoff:
         self.n = 0
 
 
+def cancel_body(reason: Optional[str]) -> bytes:
+    """The body of the cancel routes: ``{"reason": …}``, or ``{}``."""
+    return json.dumps({"reason": reason} if reason else {}).encode("utf-8")
+
+
+def task_cancel_path(endpoint: "Endpoint", task_id: str) -> str:
+    return endpoint.path("/tasks/" + quote(task_id, safe="") + "/cancel")
+
+
+def already_ended(err: errors.Conflict) -> errors.AlreadyEnded:
+    """A cancel route's 409 as :class:`~personaq.AlreadyEnded`: the request
+    had ended, and the problem's ``request`` carries the record that won."""
+    return errors.AlreadyEnded(err.status, err.problem)
+
+
 def decode_json(body: bytes) -> Any:
     return json.loads(body.decode("utf-8"))
 
