@@ -194,11 +194,16 @@ class AsyncClient:
         record is the cancelled one. Raises :class:`~personaq.AlreadyEnded`
         with the record that won when it had already ended (see
         :meth:`personaq.Client.cancel`)."""
-        path = w.request_path(self.endpoint, request_id, "/cancel")
+        path, body, tries = w.request_path(self.endpoint, request_id, "/cancel"), w.cancel_body(reason), [0]
+
+        async def once() -> AsyncAnswer:
+            tries[0] += 1
+            return await self._call("POST", path, body, self.timeout)
         try:
-            return RequestStatus.from_json(await self._post(path, w.cancel_body(reason)))
+            answer = await self._retrying(once, time.monotonic() + self.timeout)
         except Conflict as e:
-            raise w.already_ended(e) from None
+            return w.cancel_conflict(e, tries[0] > 1)
+        return RequestStatus.from_json(answer[2])
 
     async def cancel_task(self, task_id: str, reason: Optional[str] = None) -> TaskCancel:
         """Cancel every open request of a task (scope ``cancel``); returns a

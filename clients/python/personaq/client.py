@@ -234,15 +234,21 @@ class Client:
         (``detail`` is ``reason``, ``cancelled_by`` the token's name).
 
         Raises :class:`~personaq.AlreadyEnded` (a :class:`~personaq.Conflict`)
-        carrying the record that won when the request had already ended,
+        carrying the record that won when the request had already ended (a
+        call repeated after a lost answer returns the cancelled status its
+        first try stored instead),
         :class:`~personaq.NotFound` for an unknown id,
         :class:`~personaq.Forbidden` without the scope.
         """
-        path = w.request_path(self.endpoint, request_id, "/cancel")
+        path, body, tries = w.request_path(self.endpoint, request_id, "/cancel"), w.cancel_body(reason), [0]
+
+        def once() -> bytes:
+            tries[0] += 1
+            return self._call("POST", path, body, self.timeout)[2]
         try:
-            return RequestStatus.from_json(self._post(path, w.cancel_body(reason)))
+            return RequestStatus.from_json(self._retrying(once, time.monotonic() + self.timeout))
         except Conflict as e:
-            raise w.already_ended(e) from None
+            return w.cancel_conflict(e, tries[0] > 1)
 
     def cancel_task(self, task_id: str, reason: Optional[str] = None) -> TaskCancel:
         """Cancel every open request of a task, whatever its persona or step

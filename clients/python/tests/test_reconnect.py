@@ -206,6 +206,14 @@ def conflict(h: Script) -> None:
     h.send_json(409, CONFLICT)
 
 
+def cancelled_conflict(h: Script) -> None:
+    h.send_json(409, dict(CONFLICT, detail="request r1 already ended: cancelled", request=CANCELLED))
+
+
+def no_answer(h: Script) -> None:
+    h.close_connection = True  # the request was read (and, say, served); the answer is lost
+
+
 class CancelRequestTest(unittest.TestCase):
     """The cancel calls' routes, bodies and answers (the live tests are in
     test_cancel)."""
@@ -257,6 +265,34 @@ class CancelRequestTest(unittest.TestCase):
         with self.assertRaises(personaq.AlreadyEnded) as cm:
             asyncio.run(main())
         self.assertEqual(cm.exception.record.outcome, "succeeded")
+
+
+    def test_a_cancel_repeated_after_a_lost_answer_is_the_cancelled_status(self):
+        for name, make in (("sync", self.cancel_sync), ("async", self.cancel_async)):
+            with self.subTest(client=name):
+                srv = Server([no_answer, cancelled_conflict])
+                self.addCleanup(srv.stop)
+                st = make(srv.url)
+                self.assertEqual((st.status, st.record.outcome, st.record.cancelled_by), ("cancelled", "cancelled", "ci"))
+                self.assertEqual(len(srv.seen), 2)
+                # Without a lost answer first, the same 409 is AlreadyEnded: someone else cancelled.
+                srv = Server([cancelled_conflict])
+                self.addCleanup(srv.stop)
+                with self.assertRaises(personaq.AlreadyEnded) as cm:
+                    make(srv.url)
+                self.assertEqual(cm.exception.record.outcome, "cancelled")
+
+    @staticmethod
+    def cancel_sync(url: str) -> personaq.RequestStatus:
+        with personaq.Client(url, token="t", timeout=5) as c:
+            return c.cancel("r1", reason="gave up")
+
+    @staticmethod
+    def cancel_async(url: str) -> personaq.RequestStatus:
+        async def main():
+            async with personaq.AsyncClient(url, token="t", timeout=5) as c:
+                return await c.cancel("r1", reason="gave up")
+        return asyncio.run(main())
 
 
 class AsyncReconnectTest(ReconnectTest.__base__):
