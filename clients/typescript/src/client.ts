@@ -249,18 +249,29 @@ export class Client {
    * Resolves to its status, whose record is the cancelled one (`detail` is
    * the reason, `cancelled_by` the token's name). Rejects with
    * AlreadyEndedError (a ConflictError) carrying the record that won when
-   * the request had already ended, NotFoundError for an unknown id,
-   * ForbiddenError without the scope.
+   * the request had already ended (a call repeated after a lost answer
+   * resolves to the cancelled status its first try stored instead),
+   * NotFoundError for an unknown id, ForbiddenError without the scope.
    */
   async cancel(requestId: string, options: CancelOptions = {}): Promise<RequestStatus> {
+    let retried = false;
     try {
       return await this.http.send(
-        { method: "POST", path: `/v1/requests/${encodeURIComponent(requestId)}/cancel`, body: cancelBody(options), signal: options.signal },
+        {
+          method: "POST",
+          path: `/v1/requests/${encodeURIComponent(requestId)}/cancel`,
+          body: cancelBody(options),
+          signal: options.signal,
+          onTry: (n) => void (retried = n > 0),
+        },
         (res) => res.json(),
       );
     } catch (err) {
-      if (err instanceof ConflictError) throw new AlreadyEndedError(err.status, err.problem);
-      throw err;
+      if (!(err instanceof ConflictError)) throw err;
+      const ended = new AlreadyEndedError(err.status, err.problem);
+      // A try that got no answer may have stored the cancel: a repeat then meets its own record.
+      if (retried && ended.record?.outcome === "cancelled" && ended.request) return ended.request;
+      throw ended;
     }
   }
 

@@ -211,6 +211,27 @@ describe("cancel answers (no server)", () => {
     assert.deepEqual(s.calls[0], ["http://stub.invalid/v1/requests/r%2F1/cancel", '{"reason":"gave up"}']);
   });
 
+  it("a cancel repeated after a lost answer resolves to the cancelled status its first try stored", async () => {
+    const cancelled: RequestStatus = {
+      ...succeeded, status: "cancelled",
+      record: { ...succeeded.record!, outcome: "cancelled", reason: "cancelled", detail: "gave up", cancelled_by: "ci" },
+    };
+    const answer = stubFetch(409, { ...conflict, request: cancelled });
+    let calls = 0;
+    const lost: typeof fetch = async (input, init) => {
+      if (calls++ === 0) throw new TypeError("fetch failed"); // the connection dropped after the request was sent
+      return answer.fetch(input, init);
+    };
+    const st = await client({ baseUrl: "http://stub.invalid", token: "t", fetch: lost }).cancel("r1", { reason: "gave up" });
+    assert.equal(calls, 2);
+    assert.equal(st.status, "cancelled");
+    assert.equal(st.record?.cancelled_by, "ci");
+    // Without a lost answer first, the same 409 is AlreadyEndedError: someone else cancelled.
+    const err = await client({ baseUrl: "http://stub.invalid", token: "t", fetch: answer.fetch }).cancel("r1").catch((e: unknown) => e);
+    assert.ok(err instanceof AlreadyEndedError, `got ${String(err)}`);
+    assert.equal(err.record?.outcome, "cancelled");
+  });
+
   it("cancelTask resolves to the task's answer; no reason sends {}", async () => {
     const answer = { task_id: "t 1", cancelled: [{ ...succeeded, status: "cancelled" }], already_ended: [succeeded] };
     const s = stubFetch(200, answer);
