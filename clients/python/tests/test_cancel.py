@@ -8,8 +8,10 @@ backoff."""
 import asyncio
 import os
 import tempfile
+import threading
 import time
 import unittest
+import uuid
 
 from _support import APIProcessCase, LiveCase, task
 import personaq
@@ -71,6 +73,33 @@ class CancelTest(LiveCase):
         self.assertLess(kinds.index("started"), kinds.index("cancelled"))
         self.assertEqual(kinds[-1], "terminal")
         self.assertEqual(events[-1].status.record.outcome, "cancelled")
+
+    def test_run_raises_cancelled(self):
+        rid, out = str(uuid.uuid4()), {}
+
+        def orchestrate() -> None:
+            with personaq.Client(timeout=20) as c:
+                try:
+                    out["result"] = c.run(persona="slowpoke", task_id=task("py-cancel-runner"), request_id=rid,
+                                          policy_overrides=LONG_ATTEMPT)
+                except Exception as e:  # checked below
+                    out["error"] = e
+
+        th = threading.Thread(target=orchestrate)
+        th.start()
+        self.addCleanup(th.join, 30)
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            try:
+                if self.client.status(rid).status == "running":
+                    break
+            except personaq.NotFound:
+                pass  # not submitted yet
+            time.sleep(0.05)
+        self.client.cancel(rid, reason="run stopped")
+        th.join(30)
+        self.assertIsInstance(out.get("error"), personaq.Cancelled, out)
+        self.assert_cancelled_record(out["error"].record, "run stopped")
 
     def test_cancel_a_queued_request(self):
         fill = task("py-cancel-fill")

@@ -32,13 +32,16 @@ const DEV_CONCURRENCY = 8;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls the request until its status is want. */
-async function awaitStatus(c: Client, id: string, want: Status, withinMs = 30_000): Promise<RequestStatus> {
+/** Polls the request until its status is want (an id not submitted yet is polled too). */
+async function awaitStatus(c: Client, id: string, want: Status, withinMs = 30_000): Promise<void> {
   const end = Date.now() + withinMs;
   for (;;) {
-    const st = await c.result(id);
-    if (st.status === want) return st;
-    assert.ok(Date.now() < end, `request ${id} is ${st.status}, not ${want}, after ${withinMs} ms`);
+    const st = await c.result(id).catch((e: unknown) => {
+      if (e instanceof NotFoundError) return undefined;
+      throw e;
+    });
+    if (st?.status === want) return;
+    assert.ok(Date.now() < end, `request ${id} is ${st?.status ?? "unknown"}, not ${want}, after ${withinMs} ms`);
     await sleep(50);
   }
 }
@@ -95,6 +98,20 @@ describe("cancel", { skip: noLive, timeout: 120_000 }, () => {
     const last = evs[evs.length - 1];
     assert.ok(last.type === "terminal");
     assert.equal(last.status.record?.outcome, "cancelled");
+  });
+
+  it("run rejects with CancelledError, with onEvent too", async () => {
+    const c = client();
+    for (const onEvent of [undefined, () => undefined]) {
+      const request_id = crypto.randomUUID();
+      const running = c.run({ persona: "slowpoke", task_id: taskId("cancel-runner"), request_id, policy_overrides: LONG_ATTEMPT }, { onEvent })
+        .catch((e: unknown) => e);
+      await awaitStatus(c, request_id, "running");
+      await c.cancel(request_id, { reason: "run stopped" });
+      const err = await running;
+      assert.ok(err instanceof CancelledError, `onEvent ${onEvent ? "set" : "unset"}: got ${String(err)}`);
+      assertCancelled(err.record, "run stopped");
+    }
   });
 
   it("cancels a queued request: it never runs", async () => {
