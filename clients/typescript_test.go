@@ -29,13 +29,16 @@ func TestTypeScriptClient(t *testing.T) {
 
 	tsRun(t, exec.CommandContext(ctx, tsc, "-p", "typescript"))
 	token := tsToken(t)
-	url := tsStartDev(ctx, t, tsBuildPersonaq(ctx, t), token)
+	bin := tsBuildPersonaq(ctx, t)
+	dev := tsStartDev(ctx, t, bin, token)
+	scoped := tsStartScopedAPI(ctx, t, bin, dev.natsURL)
 
 	tests, err := filepath.Glob(filepath.Join("typescript", "dist", "test", "*.test.js"))
 	require.NoError(t, err)
 	require.NotEmpty(t, tests, "tsc wrote no compiled tests")
 	cmd := exec.CommandContext(ctx, node, append([]string{"--test"}, tests...)...)
-	cmd.Env = append(os.Environ(), "PERSONAQ_URL="+url, "PERSONAQ_API_TOKEN="+token)
+	cmd.Env = append(os.Environ(), "PERSONAQ_URL="+dev.apiURL, "PERSONAQ_API_TOKEN="+token,
+		"PERSONAQ_SCOPED_URL="+scoped.url, "PERSONAQ_SUBMIT_TOKEN="+scoped.submitToken, "PERSONAQ_CANCEL_TOKEN="+scoped.cancelToken)
 	out := tsRun(t, cmd)
 	t.Logf("node --test: %s", tsSummary(out))
 }
@@ -89,11 +92,17 @@ func tsBuildPersonaq(ctx context.Context, t *testing.T) string {
 	return bin
 }
 
-var tsAPILine = regexp.MustCompile(`API at (https?://\S+)\s`)
+var (
+	tsAPILine  = regexp.MustCompile(`API at (https?://\S+)\s`)
+	tsNATSLine = regexp.MustCompile(`NATS at (nats://\S+)\s`)
+)
 
-// tsStartDev starts `personaq dev` with the token and returns the API URL it
-// prints; the process is stopped when the test ends.
-func tsStartDev(ctx context.Context, t *testing.T, bin, token string) string {
+// tsDev is a running `personaq dev`: its API and NATS URLs.
+type tsDev struct{ apiURL, natsURL string }
+
+// tsStartDev starts `personaq dev` with the token and returns the API and
+// NATS URLs it prints; the process is stopped when the test ends.
+func tsStartDev(ctx context.Context, t *testing.T, bin, token string) tsDev {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(ctx, bin, "dev", "--per-persona", "0", "--time-scale", "0.01",
@@ -101,7 +110,7 @@ func tsStartDev(ctx context.Context, t *testing.T, bin, token string) string {
 	cmd.Env = append(os.Environ(), "PERSONAQ_API_TOKEN="+token)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
-	logs := &tsLog{found: make(chan string, 1)}
+	logs := &tsLog{found: make(chan []string, 1), want: []*regexp.Regexp{tsAPILine, tsNATSLine}}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -112,20 +121,21 @@ func tsStartDev(ctx context.Context, t *testing.T, bin, token string) string {
 		}
 	})
 	select {
-	case url := <-logs.found:
-		return url
+	case urls := <-logs.found:
+		return tsDev{apiURL: urls[0], natsURL: urls[1]}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("personaq dev printed no \"API at\" line within 60s:\n%s", logs.String())
+		t.Fatalf("personaq dev printed no \"API at\" and \"NATS at\" lines within 60s:\n%s", logs.String())
 	}
-	return ""
+	return tsDev{}
 }
 
-// tsLog is dev's output, kept for a failure's message; found gets the API
-// URL once a complete "API at" line is written.
+// tsLog is a process's output, kept for a failure's message; found gets
+// the first submatch of every want once complete lines match them all.
 type tsLog struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
-	found chan string
+	want  []*regexp.Regexp
+	found chan []string
 	seen  bool
 }
 
@@ -133,10 +143,19 @@ func (l *tsLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, err := l.buf.Write(p)
-	if m := tsAPILine.FindSubmatch(l.buf.Bytes()); m != nil && !l.seen {
-		l.seen = true
-		l.found <- string(m[1])
+	if l.seen {
+		return n, err
 	}
+	var got []string
+	for _, re := range l.want {
+		m := re.FindSubmatch(l.buf.Bytes())
+		if m == nil {
+			return n, err
+		}
+		got = append(got, string(m[1]))
+	}
+	l.seen = true
+	l.found <- got
 	return n, err
 }
 

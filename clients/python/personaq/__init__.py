@@ -13,18 +13,19 @@ persona's policy allows, adaptive retry included): it returns a
 
 from .aio import AsyncClient
 from .client import Client
-from .errors import (APIError, Blocked, BudgetExhausted, Cancelled, Conflict, Deferred, Escalated, Forbidden,
-                     InvalidRequest, NoOutput, NotFound, OutputMismatch, PersonaqError, StepDeadlineExceeded,
+from .errors import (AlreadyEnded, APIError, Blocked, BudgetExhausted, Cancelled, Conflict, Deferred, Escalated,
+                     Forbidden, InvalidRequest, NoOutput, NotFound, OutputMismatch, PersonaqError, StepDeadlineExceeded,
                      Stopped, TooLarge, Unauthorized, Unavailable, UnknownPersona)
 from .models import (PENDING_STATUSES, TERMINAL_STATUSES, Event, Page, Persona, Record, RequestStatus,
-                     Result)
+                     Result, TaskCancel)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient", "Client",
-    "APIError", "Blocked", "BudgetExhausted", "Cancelled", "Conflict", "Deferred", "Escalated", "Forbidden",
-    "InvalidRequest", "NoOutput", "NotFound", "OutputMismatch", "PersonaqError", "StepDeadlineExceeded",
+    "AlreadyEnded", "APIError", "Blocked", "BudgetExhausted", "Cancelled", "Conflict", "Deferred", "Escalated",
+    "Forbidden", "InvalidRequest", "NoOutput", "NotFound", "OutputMismatch", "PersonaqError", "StepDeadlineExceeded",
     "Stopped", "TooLarge", "Unauthorized", "Unavailable", "UnknownPersona",
     "PENDING_STATUSES", "TERMINAL_STATUSES", "Event", "Page", "Persona", "Record", "RequestStatus", "Result",
+    "TaskCancel",
 ]

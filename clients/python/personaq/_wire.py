@@ -195,6 +195,28 @@ class Backoff:
         self.n = 0
 
 
+def cancel_body(reason: Optional[str]) -> bytes:
+    """The body of the cancel routes: ``{"reason": …}``, or ``{}``."""
+    return json.dumps({"reason": reason} if reason else {}).encode("utf-8")
+
+
+def task_cancel_path(endpoint: "Endpoint", task_id: str) -> str:
+    return endpoint.path("/tasks/" + quote(task_id, safe="") + "/cancel")
+
+
+def cancel_conflict(err: errors.Conflict, retried: bool) -> RequestStatus:
+    """A cancel route's 409: raises :class:`~personaq.AlreadyEnded` (the
+    request had ended; the problem's ``request`` carries the record that
+    won). On a repeated call (the earlier one got no answer) a cancelled
+    record is returned instead: the earlier call's cancel went through and
+    only its answer was lost."""
+    ended = errors.AlreadyEnded(err.status, err.problem)
+    st = ended.request
+    if retried and st is not None and st.record is not None and st.record.outcome == "cancelled":
+        return st
+    raise ended from None
+
+
 def decode_json(body: bytes) -> Any:
     return json.loads(body.decode("utf-8"))
 

@@ -6,15 +6,14 @@ asyncio streams, one socket per call in flight."""
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from . import _wire as w
 from ._aiotransport import AsyncAnswer, AsyncTransport
-from .errors import APIError, StepDeadlineExceeded, stopped_error
-from .models import Event, Page, Persona, RequestStatus, Result
+from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
+from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
 
 T = TypeVar("T")
 _STREAM_ERRORS = (OSError, EOFError, asyncio.TimeoutError, ValueError)
@@ -191,17 +190,28 @@ class AsyncClient:
         return w.personas_from(await self._get(self.endpoint.path("/personas")))
 
     async def cancel(self, request_id: str, reason: Optional[str] = None) -> RequestStatus:
-        """Cancel a request (scope ``cancel``); returns its status."""
-        path = w.request_path(self.endpoint, request_id, "/cancel")
-        return RequestStatus.from_json(await self._post_reason(path, reason))
+        """Cancel a request (scope ``cancel``); returns its status, whose
+        record is the cancelled one. Raises :class:`~personaq.AlreadyEnded`
+        with the record that won when it had already ended (see
+        :meth:`personaq.Client.cancel`)."""
+        path, body, tries = w.request_path(self.endpoint, request_id, "/cancel"), w.cancel_body(reason), [0]
 
-    async def cancel_task(self, task_id: str, reason: Optional[str] = None) -> Dict[str, Any]:
-        """Cancel every unfinished request of a task (scope ``cancel``)."""
-        path = self.endpoint.path("/tasks/" + w.quote(task_id, safe="") + "/cancel")
-        return w.decode_json(await self._post_reason(path, reason))
+        async def once() -> AsyncAnswer:
+            tries[0] += 1
+            return await self._call("POST", path, body, self.timeout)
+        try:
+            answer = await self._retrying(once, time.monotonic() + self.timeout)
+        except Conflict as e:
+            return w.cancel_conflict(e, tries[0] > 1)
+        return RequestStatus.from_json(answer[2])
 
-    async def _post_reason(self, path: str, reason: Optional[str]) -> bytes:
-        body = json.dumps({"reason": reason} if reason else {}).encode("utf-8")
+    async def cancel_task(self, task_id: str, reason: Optional[str] = None) -> TaskCancel:
+        """Cancel every open request of a task (scope ``cancel``); returns a
+        :class:`~personaq.TaskCancel`."""
+        return TaskCancel.from_dict(w.decode_json(
+            await self._post(w.task_cancel_path(self.endpoint, task_id), w.cancel_body(reason))))
+
+    async def _post(self, path: str, body: bytes) -> bytes:
         answer = await self._retrying(lambda: self._call("POST", path, body, self.timeout),
                                       time.monotonic() + self.timeout)
         return answer[2]

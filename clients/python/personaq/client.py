@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import http.client
-import json
 import ssl
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, TypeVar, Union
 
 from . import _wire as w
-from .errors import APIError, StepDeadlineExceeded, stopped_error
-from .models import Event, Page, Persona, RequestStatus, Result
+from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
+from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
 from ._transport import Answer, Transport
 
 T = TypeVar("T")
@@ -229,18 +228,37 @@ class Client:
     # -- cancelling --------------------------------------------------------------
 
     def cancel(self, request_id: str, reason: Optional[str] = None) -> RequestStatus:
-        """Cancel a request (scope ``cancel``); returns its status."""
-        path = w.request_path(self.endpoint, request_id, "/cancel")
-        return RequestStatus.from_json(self._post_reason(path, reason))
+        """Cancel a request (token scope ``cancel``): queued, it never runs;
+        waiting for a retry, it runs no further attempt; running, its attempt
+        is stopped. Returns its status, whose record is the cancelled one
+        (``detail`` is ``reason``, ``cancelled_by`` the token's name).
 
-    def cancel_task(self, task_id: str, reason: Optional[str] = None) -> Dict[str, Any]:
-        """Cancel every unfinished request of a task (scope ``cancel``);
-        returns the server's answer as decoded JSON."""
-        path = self.endpoint.path("/tasks/" + w.quote(task_id, safe="") + "/cancel")
-        return w.decode_json(self._post_reason(path, reason))
+        Raises :class:`~personaq.AlreadyEnded` (a :class:`~personaq.Conflict`)
+        carrying the record that won when the request had already ended (a
+        call repeated after a lost answer returns the cancelled status its
+        first try stored instead),
+        :class:`~personaq.NotFound` for an unknown id,
+        :class:`~personaq.Forbidden` without the scope.
+        """
+        path, body, tries = w.request_path(self.endpoint, request_id, "/cancel"), w.cancel_body(reason), [0]
 
-    def _post_reason(self, path: str, reason: Optional[str]) -> bytes:
-        body = json.dumps({"reason": reason} if reason else {}).encode("utf-8")
+        def once() -> bytes:
+            tries[0] += 1
+            return self._call("POST", path, body, self.timeout)[2]
+        try:
+            return RequestStatus.from_json(self._retrying(once, time.monotonic() + self.timeout))
+        except Conflict as e:
+            return w.cancel_conflict(e, tries[0] > 1)
+
+    def cancel_task(self, task_id: str, reason: Optional[str] = None) -> TaskCancel:
+        """Cancel every open request of a task, whatever its persona or step
+        (token scope ``cancel``). Returns a :class:`~personaq.TaskCancel`:
+        the statuses it cancelled, and those of requests that had ended
+        another way first."""
+        return TaskCancel.from_dict(w.decode_json(
+            self._post(w.task_cancel_path(self.endpoint, task_id), w.cancel_body(reason))))
+
+    def _post(self, path: str, body: bytes) -> bytes:
         return self._retrying(lambda: self._call("POST", path, body, self.timeout)[2],
                               time.monotonic() + self.timeout)
 

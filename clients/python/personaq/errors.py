@@ -183,8 +183,9 @@ class NoOutput(NotFound):
 
 
 class Conflict(APIError):
-    """The request id was already accepted with different content (409).
-    ``request`` is the stored request's status."""
+    """The request id was already accepted with different content (409);
+    from a cancel call it is :class:`AlreadyEnded`. ``request`` is the
+    stored request's status."""
 
     @property
     def request(self) -> Optional["RequestStatus"]:
@@ -192,6 +193,18 @@ class Conflict(APIError):
 
         stored = self.problem.get("request")
         return RequestStatus.from_dict(stored) if isinstance(stored, dict) else None
+
+
+class AlreadyEnded(Conflict):
+    """A cancel came too late: the request had already ended another way
+    (409 from a cancel route). ``request`` is its status and ``record`` the
+    terminal record that won (e.g. the succeeded one); it is kept."""
+
+    @property
+    def record(self) -> Optional["Record"]:
+        """The terminal record the request ended with."""
+        st = self.request
+        return st.record if st is not None else None
 
 
 class UnknownPersona(APIError):

@@ -71,6 +71,9 @@ class Record:
     submitted_at: Optional[datetime] = None
     output_ref: Optional[Dict[str, Any]] = None
     usage: Optional[Dict[str, Any]] = None
+    #: Who cancelled a ``cancelled`` request (the API token's name, ``cli``,
+    #: ``console``, …); its reason text is ``detail``.
+    cancelled_by: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -83,7 +86,7 @@ class Record:
             quarantine_seq=d.get("quarantine_seq"), blocked=bool(d.get("blocked")),
             correlation_id=d.get("correlation_id"), at=parse_time(d.get("at")),
             submitted_at=parse_time(d.get("submitted_at")), output_ref=d.get("output_ref"),
-            usage=d.get("usage"), raw=d)
+            usage=d.get("usage"), cancelled_by=d.get("cancelled_by"), raw=d)
 
     @property
     def succeeded(self) -> bool:
@@ -175,6 +178,25 @@ def _member_span(text: str, path: tuple, pos: int = 0) -> Optional[tuple]:
         if pos < len(text) and text[pos] == ",":
             pos = _WS.match(text, pos + 1).end()
     return None
+
+
+@dataclass
+class TaskCancel:
+    """What ``cancel_task`` did: ``cancelled`` are the statuses (with their
+    cancelled records) of the task's requests it cancelled, ``already_ended``
+    those of open requests that ended another way before their cancel was
+    stored (they keep that record). Both may be empty."""
+
+    task_id: str
+    cancelled: List[RequestStatus]
+    already_ended: List[RequestStatus]
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "TaskCancel":
+        return cls(task_id=d.get("task_id", ""),
+                   cancelled=[RequestStatus.from_dict(s) for s in d.get("cancelled") or []],
+                   already_ended=[RequestStatus.from_dict(s) for s in d.get("already_ended") or []], raw=d)
 
 
 @dataclass

@@ -188,32 +188,111 @@ class ReconnectTest(unittest.TestCase):
         self.assertEqual(events[-1].status.output_bytes, b'{"ok": true}')
 
 
+CANCELLED = dict(RUNNING, status="cancelled", record={
+    "request_id": "r1", "task_id": "t", "step": "main", "persona": "echo", "outcome": "cancelled",
+    "reason": "cancelled", "attempts": 1, "detail": "gave up", "cancelled_by": "ci"})
+CONFLICT = {"type": "urn:personaq:problem:conflict", "title": "Conflict", "status": 409,
+            "detail": "request r1 already ended: succeeded", "request": TERMINAL}
+
+
 def cancelled(h: Script) -> None:
     if h.path.startswith("/v1/tasks/"):
-        h.send_json(200, {"task_id": "t 1", "cancelled": ["r1"]})
+        h.send_json(200, {"task_id": "t 1", "cancelled": [CANCELLED], "already_ended": [TERMINAL]})
     else:
-        h.send_json(200, dict(RUNNING, status="cancelled"))
+        h.send_json(200, CANCELLED)
+
+
+def conflict(h: Script) -> None:
+    h.send_json(409, CONFLICT)
+
+
+def cancelled_conflict(h: Script) -> None:
+    h.send_json(409, dict(CONFLICT, detail="request r1 already ended: cancelled", request=CANCELLED))
+
+
+def no_answer(h: Script) -> None:
+    h.close_connection = True  # the request was read (and, say, served); the answer is lost
 
 
 class CancelRequestTest(unittest.TestCase):
-    """The cancel calls' routes and bodies (the live tests are in test_cancel)."""
+    """The cancel calls' routes, bodies and answers (the live tests are in
+    test_cancel)."""
 
     def test_sync_and_async_cancel_requests(self):
         srv = Server([cancelled])
         self.addCleanup(srv.stop)
         with personaq.Client(srv.url, token="t") as c:
-            self.assertEqual(c.cancel("r/1", reason="gave up").status, "cancelled")
-            self.assertEqual(c.cancel_task("t 1")["cancelled"], ["r1"])
+            st = c.cancel("r/1", reason="gave up")
+            self.assertEqual((st.status, st.record.outcome, st.record.detail, st.record.cancelled_by),
+                             ("cancelled", "cancelled", "gave up", "ci"))
+            tc = c.cancel_task("t 1")
+            self.assertIsInstance(tc, personaq.TaskCancel)
+            self.assertEqual(tc.task_id, "t 1")
+            self.assertEqual([(s.request_id, s.record.outcome) for s in tc.cancelled], [("r1", "cancelled")])
+            self.assertEqual([s.record.outcome for s in tc.already_ended], ["succeeded"])
 
         async def main():
             async with personaq.AsyncClient(srv.url, token="t") as c:
-                await c.cancel("r1")
-                await c.cancel_task("t1", reason="abandoned")
-        asyncio.run(main())
+                st = await c.cancel("r1")
+                tc = await c.cancel_task("t1", reason="abandoned")
+                return st, tc
+        st, tc = asyncio.run(main())
+        self.assertEqual(st.record.cancelled_by, "ci")
+        self.assertEqual(len(tc.cancelled), 1)
         self.assertEqual([(p, json.loads(b)) for p, _, b in srv.seen], [
             ("/v1/requests/r%2F1/cancel", {"reason": "gave up"}), ("/v1/tasks/t%201/cancel", {}),
             ("/v1/requests/r1/cancel", {}), ("/v1/tasks/t1/cancel", {"reason": "abandoned"})])
         self.assertEqual({h["Authorization"] for _, h, _ in srv.seen}, {"Bearer t"})
+
+    def test_a_cancel_too_late_is_already_ended_with_the_record(self):
+        srv = Server([conflict])
+        self.addCleanup(srv.stop)
+        with personaq.Client(srv.url, token="t") as c:
+            with self.assertRaises(personaq.AlreadyEnded) as cm:
+                c.cancel("r1")
+            self.assertIsInstance(cm.exception, personaq.Conflict)
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(cm.exception.record.outcome, "succeeded")
+            self.assertEqual(cm.exception.request.status, "succeeded")
+            # The same problem from submit is a plain Conflict: the id was used for other content.
+            with self.assertRaises(personaq.Conflict) as cm:
+                c.submit("echo", "t", request_id="r1")
+            self.assertNotIsInstance(cm.exception, personaq.AlreadyEnded)
+
+        async def main():
+            async with personaq.AsyncClient(srv.url, token="t") as c:
+                await c.cancel("r1")
+        with self.assertRaises(personaq.AlreadyEnded) as cm:
+            asyncio.run(main())
+        self.assertEqual(cm.exception.record.outcome, "succeeded")
+
+
+    def test_a_cancel_repeated_after_a_lost_answer_is_the_cancelled_status(self):
+        for name, make in (("sync", self.cancel_sync), ("async", self.cancel_async)):
+            with self.subTest(client=name):
+                srv = Server([no_answer, cancelled_conflict])
+                self.addCleanup(srv.stop)
+                st = make(srv.url)
+                self.assertEqual((st.status, st.record.outcome, st.record.cancelled_by), ("cancelled", "cancelled", "ci"))
+                self.assertEqual(len(srv.seen), 2)
+                # Without a lost answer first, the same 409 is AlreadyEnded: someone else cancelled.
+                srv = Server([cancelled_conflict])
+                self.addCleanup(srv.stop)
+                with self.assertRaises(personaq.AlreadyEnded) as cm:
+                    make(srv.url)
+                self.assertEqual(cm.exception.record.outcome, "cancelled")
+
+    @staticmethod
+    def cancel_sync(url: str) -> personaq.RequestStatus:
+        with personaq.Client(url, token="t", timeout=5) as c:
+            return c.cancel("r1", reason="gave up")
+
+    @staticmethod
+    def cancel_async(url: str) -> personaq.RequestStatus:
+        async def main():
+            async with personaq.AsyncClient(url, token="t", timeout=5) as c:
+                return await c.cancel("r1", reason="gave up")
+        return asyncio.run(main())
 
 
 class AsyncReconnectTest(ReconnectTest.__base__):

@@ -1,5 +1,5 @@
 // The personaq HTTP API client.
-import { ConnectionError, StepDeadlineError, stoppedError } from "./errors.js";
+import { AlreadyEndedError, ConflictError, ConnectionError, StepDeadlineError, stoppedError } from "./errors.js";
 import { type RetryOptions, abortReason, backoffDelay, backoffWithDefaults, linkSignals, sleep, type Backoff } from "./retry.js";
 import { readSse } from "./sse.js";
 import { Transport, isNetworkError, problemError } from "./transport.js";
@@ -10,6 +10,7 @@ import {
   type RequestEvent,
   type RequestStatus,
   type Status,
+  type TaskCancel,
   type TerminalRecord,
   isTerminal,
 } from "./types.js";
@@ -242,18 +243,46 @@ export class Client {
     return body.personas;
   }
 
-  /** Cancels a request (scope cancel); it ends as cancelled. Resolves to the server's answer. */
-  async cancel(requestId: string, options: CancelOptions = {}): Promise<Json> {
-    return this.http.send(
-      { method: "POST", path: `/v1/requests/${encodeURIComponent(requestId)}/cancel`, body: { reason: options.reason ?? "" }, signal: options.signal },
-      (res) => res.json(),
-    );
+  /**
+   * Cancels a request (scope cancel): queued, it never runs; waiting for a
+   * retry, it runs no further attempt; running, its attempt is stopped.
+   * Resolves to its status, whose record is the cancelled one (`detail` is
+   * the reason, `cancelled_by` the token's name). Rejects with
+   * AlreadyEndedError (a ConflictError) carrying the record that won when
+   * the request had already ended (a call repeated after a lost answer
+   * resolves to the cancelled status its first try stored instead),
+   * NotFoundError for an unknown id, ForbiddenError without the scope.
+   */
+  async cancel(requestId: string, options: CancelOptions = {}): Promise<RequestStatus> {
+    let retried = false;
+    try {
+      return await this.http.send(
+        {
+          method: "POST",
+          path: `/v1/requests/${encodeURIComponent(requestId)}/cancel`,
+          body: cancelBody(options),
+          signal: options.signal,
+          onTry: (n) => void (retried = n > 0),
+        },
+        (res) => res.json(),
+      );
+    } catch (err) {
+      if (!(err instanceof ConflictError)) throw err;
+      const ended = new AlreadyEndedError(err.status, err.problem);
+      // A try that got no answer may have stored the cancel: a repeat then meets its own record.
+      if (retried && ended.record?.outcome === "cancelled" && ended.request) return ended.request;
+      throw ended;
+    }
   }
 
-  /** Cancels every request of a task (scope cancel). Resolves to the server's answer. */
-  async cancelTask(taskId: string, options: CancelOptions = {}): Promise<Json> {
+  /**
+   * Cancels every open request of a task, whatever its persona or step
+   * (scope cancel). Resolves to the statuses it cancelled and those of
+   * requests that had ended another way first.
+   */
+  async cancelTask(taskId: string, options: CancelOptions = {}): Promise<TaskCancel> {
     return this.http.send(
-      { method: "POST", path: `/v1/tasks/${encodeURIComponent(taskId)}/cancel`, body: { reason: options.reason ?? "" }, signal: options.signal },
+      { method: "POST", path: `/v1/tasks/${encodeURIComponent(taskId)}/cancel`, body: cancelBody(options), signal: options.signal },
       (res) => res.json(),
     );
   }
@@ -341,6 +370,11 @@ function deadlineMs(d: Date | string | number | undefined): number {
   if (d === undefined || d === "") return Infinity;
   const ms = d instanceof Date ? d.getTime() : typeof d === "number" ? d : Date.parse(d);
   return Number.isNaN(ms) ? Infinity : ms;
+}
+
+/** The cancel routes' body: the reason when there is one. */
+function cancelBody(options: CancelOptions): { reason?: string } {
+  return options.reason ? { reason: options.reason } : {};
 }
 
 function list(v: string | string[] | undefined): string | undefined {

@@ -112,11 +112,23 @@ export class ForbiddenError extends ApiError {
 /** 404: no such request, or (problem type no-output) it has no output. */
 export class NotFoundError extends ApiError {}
 
-/** 409: the request id was already used with different content. */
+/** 409: the request id was already used with different content (from cancel: AlreadyEndedError). */
 export class ConflictError extends ApiError {
   /** The stored request's status. */
   get request(): RequestStatus | undefined {
     return this.problem.request;
+  }
+}
+
+/**
+ * 409 from cancel: the request had already ended another way, and keeps
+ * its record. `request` is its status, `record` the terminal record that
+ * won (e.g. the succeeded one).
+ */
+export class AlreadyEndedError extends ConflictError {
+  /** The terminal record the request ended with. */
+  get record(): TerminalRecord | undefined {
+    return this.request?.record;
   }
 }
 

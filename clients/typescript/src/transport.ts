@@ -14,6 +14,8 @@ export interface Call {
   signal?: AbortSignal;
   /** Reconnect until this time (ms since the epoch). Default: now + backoff.maxElapsedMs. */
   reconnectUntil?: number;
+  /** Called before each try (0 first, then 1, 2 … for the reconnects). */
+  onTry?: (n: number) => void;
 }
 
 /** Statuses a load balancer or a restarting API answers with: retried. */
@@ -38,6 +40,7 @@ export class Transport {
     for (let n = 0; ; n++) {
       let failure: unknown;
       try {
+        call.onTry?.(n);
         const res = await this.fetchOnce(call);
         if (res.ok) return await read(res);
         failure = await problemError(res);

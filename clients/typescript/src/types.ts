@@ -121,6 +121,8 @@ export interface TerminalRecord {
   output_ref?: ObjectRef;
   submitted_at?: string;
   usage?: Usage;
+  /** Who cancelled a cancelled request (the API token's name, "cli", "console" …); `detail` is the reason they gave. */
+  cancelled_by?: string;
 }
 
 /** GET /v1/requests/{id}, and the body of a submit. */
@@ -137,6 +139,15 @@ export interface RequestStatus {
   last_error?: string;
   /** Only when terminal. */
   record?: TerminalRecord;
+}
+
+/** The answer of cancelTask: what POST /v1/tasks/{task_id}/cancel did. */
+export interface TaskCancel {
+  task_id: string;
+  /** The task's requests this call cancelled: statuses whose record is the cancelled one. */
+  cancelled: RequestStatus[];
+  /** Open requests that ended another way before their cancel was stored; they keep that record. */
+  already_ended: RequestStatus[];
 }
 
 /** One attempt of a request as it happens. */

@@ -21,16 +21,33 @@ test("every ts block of the READMEs is an example file, verbatim", () => {
   for (const b of [...tsBlocks(readme), ...tsBlocks(top)]) assert.ok(examples.includes(b), `README block is no example file:\n${b}`);
 });
 
-test("the README's loop runs against personaq", { skip: noLive }, async () => {
+/** Runs an example file (compiled) and returns what it logged. */
+async function runExample(name: string): Promise<unknown[][]> {
   const logged: unknown[][] = [];
   const log = console.log;
   console.log = (...args: unknown[]) => void logged.push(args);
   try {
-    await import("../examples/loop.js");
+    await import(`../examples/${name}.js`);
   } finally {
     console.log = log;
   }
+  return logged;
+}
+
+test("the README's loop runs against personaq", { skip: noLive }, async () => {
+  const logged = await runExample("loop");
   assert.equal(logged.length, 1);
   assert.equal(logged[0][0], "plan:");
   assert.match(String(logged[0][1]), /"input":\{"goal":"add retries"\}/);
+});
+
+test("the README's cancelling runs against personaq", { skip: noLive }, async () => {
+  const logged = await runExample("cancel");
+  assert.deepEqual(logged.slice(0, 3), [
+    ["cancelled", "workflow cancelled upstream", "env"],
+    ["cancelled by", "env"],
+    ["already ended:", "cancelled"],
+  ]);
+  assert.equal(logged.length, 4);
+  assert.equal(logged[3][1], "cancelled,");
 });
