@@ -71,7 +71,9 @@ func TestQueueWaitSparesAStartedRequest(t *testing.T) {
 		return handlers.Result{Output: []byte(`"ok"`)}, nil
 	})
 	pol := fastPolicy(3)
-	pol.QueueWait = 200 * time.Millisecond
+	// Long enough for a first delivery on a loaded machine (200 ms was not),
+	// well short of the retry's delay.
+	pol.QueueWait = 2 * time.Second
 	pol.Schedule = retry.Fixed{Every: 6 * time.Second} // a NakWithDelay: the retry is a redelivery
 	h.start(persona("flaky", flaky, pol))
 	req := h.publish("flaky", "started-in-time")
