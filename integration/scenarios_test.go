@@ -290,9 +290,13 @@ func TestRedisOutage(t *testing.T) {
 	e.checkExpected(reqs)
 	require.Equal(t, len(reqs), tl.succeeded)
 	assert.Empty(t, a.overlaps(), "invariant 3: a request ran on two live replicas at once")
+	// The one policy: the pull stops. A delivery taken just before the
+	// outage was noticed is held (heartbeated) rather than released; whether
+	// any is depends on timing, so held is reported, not required.
+	stopped := e.countLog("attempt ledger unreachable; pulling nothing until it is back")
 	held := e.countLog("attempt ledger unreachable; request held")
 	unrecorded := e.countLog("ledger did not record the attempt")
-	assert.Positive(t, held, "no replica held a message through the outage")
+	assert.Positive(t, stopped, "no replica stopped pulling for the outage")
 	assert.Zero(t, e.countLog("ledger call failed; message released"), "a replica released a message because of the outage")
 	record(t, start, tl, fmt.Sprintf("2 replicas; Redis stopped with %d of %d settled, back after %s (AOF on a volume); /readyz 503 %q on both during it, 200 after; %d held-request warnings (rate-limited; nothing released), %d attempts not recorded (counted on redelivery) while down",
 		settledBefore, len(reqs), down.Round(100*time.Millisecond), notReady["redisdown-1"], held, unrecorded))
