@@ -26,13 +26,20 @@ import (
 type queueWaitRule struct {
 	r      *Runtime
 	stream jetstream.Stream
-	// ended holds the sequences this replica ended (or that cannot be
-	// read as requests), forgotten once delivered.
-	ended map[string]map[uint64]struct{}
+	by     map[string]*queueWaitSeen
+}
+
+// queueWaitSeen is what the rule knows of one persona's undelivered
+// requests: every one up to through needs no more reading (ended, or not a
+// request), and so does each in ended, above it. A pass starts after
+// through, so the requests it already ended do not use up its bound.
+type queueWaitSeen struct {
+	through uint64
+	ended   map[uint64]struct{}
 }
 
 func newQueueWaitRule(r *Runtime) *queueWaitRule {
-	return &queueWaitRule{r: r, ended: map[string]map[uint64]struct{}{}}
+	return &queueWaitRule{r: r, by: map[string]*queueWaitSeen{}}
 }
 
 // pass ends persona's undelivered requests whose queue wait has passed. A
@@ -48,14 +55,20 @@ func (q *queueWaitRule) pass(ctx context.Context, persona string) {
 	if !ok || !q.open(ctx) {
 		return
 	}
-	ended := q.endedOf(persona, from)
-	q.r.readWaiting(ctx, q.stream, persona, from, func(raw *jetstream.RawStreamMsg) {
-		if _, done := ended[raw.Sequence]; done {
+	seen := q.seenOf(persona, from)
+	contiguous := true // every request read so far in this pass needs no more reading
+	q.r.readWaiting(ctx, q.stream, persona, max(from, seen.through+1), func(raw *jetstream.RawStreamMsg) {
+		_, done := seen.ended[raw.Sequence]
+		if !done && !q.endIfWaited(p, raw, now) {
+			contiguous = false
 			return
 		}
-		if q.endIfWaited(p, raw, now) {
-			ended[raw.Sequence] = struct{}{}
+		if contiguous {
+			seen.through = raw.Sequence
+			delete(seen.ended, raw.Sequence)
+			return
 		}
+		seen.ended[raw.Sequence] = struct{}{}
 	})
 }
 
@@ -85,20 +98,20 @@ func (q *queueWaitRule) open(ctx context.Context) bool {
 	return true
 }
 
-// endedOf returns persona's ended set, without the sequences below from
-// (delivered since: their delivery settles them).
-func (q *queueWaitRule) endedOf(persona string, from uint64) map[uint64]struct{} {
-	ended := q.ended[persona]
-	if ended == nil {
-		ended = map[uint64]struct{}{}
-		q.ended[persona] = ended
+// seenOf returns what the rule knows of persona's requests, without the
+// sequences below from (delivered since: their delivery settles them).
+func (q *queueWaitRule) seenOf(persona string, from uint64) *queueWaitSeen {
+	seen := q.by[persona]
+	if seen == nil {
+		seen = &queueWaitSeen{ended: map[uint64]struct{}{}}
+		q.by[persona] = seen
 	}
-	for seq := range ended {
+	for seq := range seen.ended {
 		if seq < from {
-			delete(ended, seq)
+			delete(seen.ended, seq)
 		}
 	}
-	return ended
+	return seen
 }
 
 // endIfWaited ends the request in raw when its queue wait had passed at

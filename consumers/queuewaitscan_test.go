@@ -116,3 +116,25 @@ func TestQueueWaitEndsRequestBehindPausedConsumer(t *testing.T) {
 		})
 	}
 }
+
+// A pass reads a bounded number of requests (1000 per persona); those it
+// already ended do not count against the bound, so a paused persona's
+// requests beyond the first thousand end too.
+func TestQueueWaitScanReachesPastItsBound(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	outs := h.watchOutcomes()
+	b := newBlocking()
+	pol := fastPolicy(3)
+	pol.QueueWait = time.Second
+	h.start(persona("planner", b, pol))
+	h.pausePersona("planner")
+	const n = 1010
+	var last *schemas.PersonaRequest
+	for range n {
+		last = h.publish("planner", "many-behind-a-paused-consumer")
+	}
+	requireQueueWaitEnded(t, outs.wait(t, last.RequestID, 30*time.Second))
+	require.Eventually(t, func() bool { return outs.count() == n }, 10*time.Second, 50*time.Millisecond)
+	require.Zero(t, b.runs.Load())
+}
