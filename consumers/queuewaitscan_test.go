@@ -60,6 +60,7 @@ func TestQueueWaitEndsRequestBehindBusySlots(t *testing.T) {
 	late := h.publish("planner", "behind-a-busy-slot")
 	rec := outs.wait(t, late.RequestID, pol.QueueWait+2*time.Second)
 	requireQueueWaitEnded(t, rec)
+	t.Logf("ended %s after its queue wait passed", rec.At.Sub(late.CreatedAt.Add(pol.QueueWait)))
 	require.EqualValues(t, 1, b.runs.Load(), "the request ahead still runs; the late one never started")
 	require.Zero(t, outs.recordsFor(busy.RequestID), "the running request is not ended")
 	close(b.release)
