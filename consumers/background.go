@@ -12,15 +12,16 @@ import (
 
 // background starts the loops every replica runs beside the router: the
 // MAX_DELIVERIES listener (crash-looping messages → quarantine) and, when
-// compensation handlers are configured, the saga compensation runner. The
-// returned stop waits for them.
+// compensation handlers are configured, the saga compensation runner, the
+// unknown-persona sweep and the waiting-request scan (ledger outage, queue
+// wait). The returned stop waits for them.
 func (r *Runtime) background(ctx context.Context) (stop func(), err error) {
 	stopLoops, err := r.backgroundLoops(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stopUnknown := r.startUnknownSweep(ctx)
-	return func() { stopLoops(); stopUnknown() }, nil
+	stopUnknown, stopScan := r.startUnknownSweep(ctx), r.startWaitScan(ctx)
+	return func() { stopLoops(); stopUnknown(); stopScan() }, nil
 }
 
 // startUnknownSweep runs the unknown-persona sweep until ctx ends or stop.

@@ -2,9 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,38 +12,39 @@ import (
 
 // While the attempt ledger is down the pull is stopped (ledgerGate), so a
 // request published meanwhile is not delivered, and its caller would hear
-// nothing until its step deadline. watchOutage reads those requests where
-// they wait, without a delivery (a read by sequence counts nothing toward
-// MaxDeliver), and tells each caller once that it waits for the ledger; a
+// nothing until its step deadline. The outage rule of the waiting-request
+// scan (waitscan.go) reads those requests where they wait, without a
+// delivery (a read by sequence counts nothing toward MaxDeliver), and
+// tells each caller once that it waits for the ledger; a
 // request whose step deadline passes meanwhile is ended there:
 // deadline_exceeded, saying the ledger was down, with its quarantine and
 // terminal records (create-once; its message, delivered once the ledger is
 // back, is termed the way that record says, unrun).
 
-// outageScanEvery is how often, while the ledger is down, waiting requests
-// are read; outageScanMax bounds one pass per persona.
-const (
-	outageScanEvery = 2 * time.Second
-	outageScanMax   = 1000
-)
-
-// watchOutage runs the outage scan until ctx ends.
-func (r *Runtime) watchOutage(ctx context.Context) {
-	told := map[uint64]waitState{} // by request message sequence
-	every(ctx, outageScanEvery, func() {
-		if !r.health.ledgerDown.Load() {
-			clear(told)
-			return
-		}
-		for _, name := range slices.Sorted(maps.Keys(r.personas)) {
-			r.scanWaiting(ctx, name, told)
-		}
-	})
+// outageRule is the waiting-request scan's rule while the ledger is down
+// (waitscan.go); told holds what it did, by request message sequence, and
+// is forgotten once the ledger is back.
+type outageRule struct {
+	r    *Runtime
+	told map[uint64]waitState
 }
 
-// scanWaiting reads persona's waiting requests, oldest first.
-func (r *Runtime) scanWaiting(ctx context.Context, persona string, told map[uint64]waitState) {
-	s, err := r.js.Stream(ctx, r.topo.RequestsStream)
+func newOutageRule(r *Runtime) *outageRule {
+	return &outageRule{r: r, told: map[uint64]waitState{}}
+}
+
+// active reports whether the ledger is down (the rule runs only then).
+func (o *outageRule) active() bool {
+	if o.r.ledger == nil || !o.r.health.ledgerDown.Load() {
+		clear(o.told)
+		return false
+	}
+	return true
+}
+
+// pass reads persona's waiting requests from the stream's first sequence.
+func (o *outageRule) pass(ctx context.Context, persona string) {
+	s, err := o.r.js.Stream(ctx, o.r.topo.RequestsStream)
 	if err != nil {
 		return
 	}
@@ -54,20 +52,11 @@ func (r *Runtime) scanWaiting(ctx context.Context, persona string, told map[uint
 	if err != nil {
 		return
 	}
-	seq := info.State.FirstSeq
-	for range outageScanMax {
-		raw, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(r.topo.RequestSubject(persona)))
-		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgNotFound) {
-				r.log.Debug().Err(err).Str("persona", persona).Msg("waiting requests not read")
-			}
-			return
+	o.r.readWaiting(ctx, s, persona, info.State.FirstSeq, func(raw *jetstream.RawStreamMsg) {
+		if o.told[raw.Sequence] != waitEnded {
+			o.told[raw.Sequence] = o.r.tellWaiting(ctx, persona, raw, o.told[raw.Sequence])
 		}
-		seq = raw.Sequence + 1
-		if told[raw.Sequence] != waitEnded {
-			told[raw.Sequence] = r.tellWaiting(ctx, persona, raw, told[raw.Sequence])
-		}
-	}
+	})
 }
 
 // waitState is what the outage scan did with a waiting request.

@@ -3,6 +3,7 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -15,26 +16,52 @@ import (
 // queue_wait_exceeded) is written create-once and the message termed. It
 // costs nothing until the wait has passed; then a redelivery reads the
 // ledger's history once to tell a request never started (released by flow
-// control, or by a ledger outage) from one whose attempt ran.
+// control, or by a ledger outage) from one whose attempt ran. A request
+// that waits undelivered (behind busy worker slots, or an open circuit's
+// paused consumer) is ended on time by the queue-wait scan (waitscan.go);
+// its delivery then finds that record and is settled by it, unrun.
 func (r *Runtime) queueWaited(ctx context.Context, st *attemptState) (ending, bool) {
+	if st.policy.QueueWait > 0 && !st.persona.queueWaits.Load() {
+		st.persona.queueWaits.Store(true) // the scan now reads this persona's waiting requests
+	}
+	waited, passed := queueWaitPassed(st.policy, st.req, r.now())
+	if !passed || (st.delivery.Delivered > 1 && r.startedBefore(ctx, st)) {
+		return ending{}, false
+	}
+	end, err := r.endQueueWait(st, waited)
+	if err != nil {
+		return released(faultDelay), true
+	}
+	return end, true
+}
+
+// queueWaitPassed reports how long req has waited at now (from its
+// created_at) and whether that is past pol's queue wait (false when it has
+// none).
+func queueWaitPassed(pol retry.Policy, req *schemas.PersonaRequest, now time.Time) (time.Duration, bool) {
+	if pol.QueueWait <= 0 || req.CreatedAt.IsZero() {
+		return 0, false
+	}
+	waited := now.Sub(req.CreatedAt)
+	return waited, waited > pol.QueueWait
+}
+
+// endQueueWait writes the terminal record of st's request, which did not
+// start within its queue wait (create-once: the record that stands is in
+// the returned ending's final), and returns the ending that settles its
+// message by that record.
+func (r *Runtime) endQueueWait(st *attemptState, waited time.Duration) (ending, error) {
 	wait := st.policy.QueueWait
-	if wait <= 0 || st.req.CreatedAt.IsZero() {
-		return ending{}, false
-	}
-	waited := r.now().Sub(st.req.CreatedAt)
-	if waited <= wait || (st.delivery.Delivered > 1 && r.startedBefore(ctx, st)) {
-		return ending{}, false
-	}
 	end := ending{decision: retry.Decision{Action: retry.ActionQuarantine, Reason: schemas.ReasonQueueWaitExceeded,
-		Detail: fmt.Sprintf("not started within its queue wait of %s (waited %s)", wait, waited.Round(1e6))}}
+		Detail: fmt.Sprintf("not started within its queue wait of %s (waited %s)", wait, waited.Round(time.Millisecond))}}
 	st.attempt = retry.Attempt{}
 	if err := r.conclude(st, &end, schemas.OutcomeDeadlineExceeded, 0); err != nil {
-		return released(faultDelay), true
+		return ending{}, err
 	}
 	end.verdict = verdictSettled
 	st.log.Warn().Str("request_id", st.req.RequestID).Dur("queue_wait", wait).Dur("waited", waited).
 		Str("reason", string(schemas.ReasonQueueWaitExceeded)).Msg("request not started within its queue wait; ended without running")
-	return end, true
+	return end, nil
 }
 
 // startedBefore reports whether an attempt of st's request was recorded

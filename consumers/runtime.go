@@ -168,6 +168,9 @@ type personaRuntime struct {
 	spec    ConsumerSpec
 	// flow is its flow control (nil: no limiter, no circuit breaker).
 	flow *personaFlow
+	// queueWaits is set once a request of it ran under a queue wait (its
+	// own override or preset): the queue-wait scan reads its requests too.
+	queueWaits atomic.Bool
 }
 
 // New validates cfg and builds a Runtime.
@@ -323,7 +326,6 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}()
 	if r.ledger != nil {
 		go r.watchLedger(ctx, 2*time.Second)
-		go r.watchOutage(ctx)
 		go r.leases.run(ctx, r.leaseInterval())
 	}
 	go r.watchCircuits(ctx)
