@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -115,7 +116,9 @@ func (c *Client) followAttempts(ctx context.Context, requestID string, f func(*s
 }
 
 // follow runs an ordered consumer on stream's subject filter from its first
-// message; stop ends it.
+// message; stop ends it. Once stop has returned, f is not running and is
+// never called again: the consumer's own Stop does not wait for a callback
+// under way, and a caller's OnAttempt must not outlive Await.
 func (c *Client) follow(ctx context.Context, stream, filter string, f func(jetstream.Msg)) (func(), error) {
 	cons, err := c.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -123,9 +126,22 @@ func (c *Client) follow(ctx context.Context, stream, filter string, f func(jetst
 	if err != nil {
 		return nil, fmt.Errorf("follow %s on %s: %w", filter, stream, err)
 	}
-	cc, err := cons.Consume(f)
+	var mu sync.Mutex
+	stopped := false
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			f(m)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("follow %s on %s: %w", filter, stream, err)
 	}
-	return cc.Stop, nil
+	return func() {
+		cc.Stop()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}, nil
 }
