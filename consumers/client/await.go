@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers"
@@ -49,14 +51,56 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 		}
 		defer stop()
 	}
-	rec, err := c.Record(ctx, requestID)
-	if errors.Is(err, consumers.ErrNoOutcome) {
-		rec, err = c.waitRecord(ctx, requestID)
-	}
+	rec, err := c.awaitRecord(ctx, requestID)
 	if err != nil {
 		return nil, err
 	}
 	return c.result(ctx, rec)
+}
+
+// awaitRecord subscribes to requestID's record subject, then looks the
+// record up: one written before the subscription is found by the lookup,
+// one written after it reaches the subscription. A core subscription, not
+// a JetStream consumer per call: many concurrent Awaits cost the server
+// nothing but their interest.
+func (c *Client) awaitRecord(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
+	got := make(chan *nats.Msg, 1)
+	sub, err := c.js.Conn().ChanSubscribe(c.topo.OutcomeFilter(requestID), got)
+	if err != nil {
+		return nil, fmt.Errorf("await request %s: subscribe to its record: %w", requestID, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	rec, err := c.Record(ctx, requestID)
+	if !errors.Is(err, consumers.ErrNoOutcome) {
+		return rec, err
+	}
+	select {
+	case <-got:
+		return c.storedRecord(ctx, requestID)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("await request %s: %w", requestID, context.Cause(ctx))
+	}
+}
+
+// storedRecord reads the record the stream holds once the subscription saw
+// one. The message seen is only a wake-up: core NATS also delivers a
+// create-once write the stream refused (a stale replica's, a cancel that
+// lost), and the stream may not answer with the record it just took for a
+// moment; the stored record is the one that stands.
+func (c *Client) storedRecord(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := c.Record(ctx, requestID)
+		if !errors.Is(err, consumers.ErrNoOutcome) {
+			return rec, err
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("await request %s: %w", requestID, context.Cause(ctx))
+		}
+	}
 }
 
 // Record returns requestID's terminal record now, or an error matching
@@ -79,32 +123,6 @@ func (c *Client) result(ctx context.Context, rec *schemas.OutcomeEvent) (*Result
 		return nil, err
 	}
 	return &Result{Record: rec, Output: out}, nil
-}
-
-// waitRecord follows the request's record subject from the start of the
-// stream, so a record written between the lookup and now is not missed.
-func (c *Client) waitRecord(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
-	got := make(chan jetstream.Msg, 1)
-	stop, err := c.follow(ctx, c.topo.OutcomesStream, c.topo.OutcomeFilter(requestID), func(m jetstream.Msg) {
-		select {
-		case got <- m:
-		default:
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	select {
-	case m := <-got:
-		rec, err := schemas.DecodeOutcome(m.Data())
-		if err != nil {
-			return nil, fmt.Errorf("terminal record of %s: %w", requestID, err)
-		}
-		return rec, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("await request %s: %w", requestID, context.Cause(ctx))
-	}
 }
 
 func (c *Client) followAttempts(ctx context.Context, requestID string, f func(*schemas.AttemptEvent)) (func(), error) {
