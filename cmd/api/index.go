@@ -122,6 +122,18 @@ func (x *index) applyAttempt(data []byte) {
 	}
 }
 
+// submitted enters a request this process just stored, so a list right
+// after its submit has it (the queued event reaches the index through the
+// attempts stream a moment later).
+func (x *index) submitted(st RequestStatus) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.entryFor(st.RequestID, st.Persona, st.TaskID, st.Step, st.CreatedAt)
+	if e.Deadline.IsZero() {
+		e.Deadline = st.Deadline
+	}
+}
+
 // recordFields is the part of a terminal record the index keeps (the
 // output is not decoded).
 type recordFields struct {
@@ -204,16 +216,18 @@ type listQuery struct {
 // list returns one page, whether there are more, and whether the index
 // was truncated.
 func (x *index) list(q listQuery) ([]RequestStatus, bool, bool) {
+	// Entries change under the lock as the streams are followed: copy what
+	// matches while holding it.
 	x.mu.RLock()
-	matched := make([]*entry, 0, 64)
+	matched := make([]entry, 0, 64)
 	for _, e := range x.byID {
 		if q.matches(e) {
-			matched = append(matched, e)
+			matched = append(matched, *e)
 		}
 	}
 	truncated := x.truncated
 	x.mu.RUnlock()
-	slices.SortFunc(matched, newestFirst)
+	slices.SortFunc(matched, func(a, b entry) int { return newestFirst(&a, &b) })
 	out := make([]RequestStatus, 0, min(q.limit, len(matched)))
 	for _, e := range matched {
 		if len(out) == q.limit {

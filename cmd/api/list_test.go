@@ -114,3 +114,21 @@ func TestLargeOutputStreams(t *testing.T) {
 	require.Equal(t, fmt.Sprint(bigOutputSize), r.header.Get("Content-Length"))
 	require.Equal(t, `"`+strings.Repeat("b", bigOutputSize-2)+`"`, string(r.body))
 }
+
+// A process lists what it just saw: its own submits at once, and a request
+// whose record its subscription delivered (a long-poll answered) with that
+// status, without waiting for the streams the index follows.
+func TestListReadsItsOwnWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 20 {
+		id := fmt.Sprintf("ryw-%d", i)
+		e.submit(map[string]any{"persona": "echo", "task_id": "task-ryw-" + id, "request_id": id})
+		r := e.do("GET", "/v1/requests?task_id=task-ryw-"+id, readToken, nil)
+		require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+		require.Contains(t, string(r.body), `"request_id":"`+id+`"`, "listed right after its submit")
+		e.awaitTerminal(id)
+		r = e.do("GET", "/v1/requests?status=succeeded&task_id=task-ryw-"+id, readToken, nil)
+		require.Contains(t, string(r.body), `"request_id":"`+id+`"`, "listed as succeeded once its long-poll was answered")
+	}
+}

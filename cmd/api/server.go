@@ -59,6 +59,10 @@ func New(cfg Config) (*Server, error) {
 		waiters: newWaiters(log), index: newIndex(cfg.IndexSize, log), lookups: make(chan struct{}, cfg.MaxLookups),
 		parkedSet: map[*parked]struct{}{}, lookupQ: make(chan *parked, 1<<16),
 	}
+	// What this process saw is in its list at once (read your writes): its
+	// own submits, and the records its subscription delivers, ahead of the
+	// streams the index follows.
+	s.waiters.seen = s.index.applyRecord
 	s.submitter = consumers.NewSubmitter(cfg.JetStream, cfg.Topology, s.records)
 	s.outputs = objectStores{js: cfg.JetStream, byName: map[string]jetstream.ObjectStore{}}
 	s.handler = s.routes()

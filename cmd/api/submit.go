@@ -46,8 +46,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/v1/requests/"+req.RequestID)
 	if !sub.Duplicate {
 		s.log.Debug().Str("request_id", req.RequestID).Str("persona", req.Persona).Msg("api: request submitted")
-		writeJSON(w, http.StatusCreated, &RequestStatus{RequestID: req.RequestID, Status: statusQueued, Persona: req.Persona,
-			TaskID: req.TaskID, Step: req.Step, Deadline: deadline.UTC(), CreatedAt: req.CreatedAt})
+		st := RequestStatus{RequestID: req.RequestID, Status: statusQueued, Persona: req.Persona,
+			TaskID: req.TaskID, Step: req.Step, Deadline: deadline.UTC(), CreatedAt: req.CreatedAt}
+		s.index.submitted(st)
+		writeJSON(w, http.StatusCreated, &st)
 		return
 	}
 	st, err := s.statusOf(ctx, req.RequestID)

@@ -30,6 +30,9 @@ type waiters struct {
 	byKey  map[string]map[*waiter]struct{}
 	sub    *nats.Subscription
 	recent recentRecords
+	// seen, when set, is given every record the subscription delivers
+	// (the request index). Set before subscribe.
+	seen func([]byte)
 }
 
 // Bounds of the records kept for waiters that register just after them.
@@ -158,6 +161,9 @@ func (ws *waiters) count() int {
 // deliver hands a record to the waiters of its request (the last subject
 // token is the request key); records nobody waits for are not decoded.
 func (ws *waiters) deliver(m *nats.Msg) {
+	if ws.seen != nil {
+		ws.seen(m.Data)
+	}
 	key := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	ws.mu.Lock()
 	ws.recent.put(key, m.Data, time.Now())
