@@ -28,7 +28,7 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), fmt.Errorf("invalid flag --log-format: %q (want json|console)", g.logFormat)
 	}
-	routeRedisLogs(log)
+	routeRedisLogs(log, g.stderr)
 	return log, nil
 }
 

@@ -3,14 +3,17 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers/ratelog"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -44,9 +47,7 @@ func TestConsoleLogsWithoutColourWhenNotATerminal(t *testing.T) {
 func TestRedisLogsAreStructuredAndRateLimited(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	l := newRedisLogger()
-	log := zerolog.New(&buf)
-	l.log.Store(&log)
+	l := &redisLogger{log: zerolog.New(&buf), quiet: ratelog.New(0)}
 	for i := range 20 {
 		l.Printf(context.Background(), "redis: %s pool.go:770: failed to dial after %d attempts: %v\n", "2026/11/26", 5, i)
 	}
@@ -54,6 +55,25 @@ func TestRedisLogsAreStructuredAndRateLimited(t *testing.T) {
 	require.Len(t, lines, 1, "one line for twenty copies")
 	require.Contains(t, lines[0], `"level":"warn"`)
 	require.Contains(t, lines[0], `failed to dial after 5 attempts: 0"`)
+}
+
+// Once a run returns, go-redis's messages no longer go to its stderr: a
+// client's pool may still dial after the run, and its stderr is the
+// caller's again (several runs share one process in tests and embedders).
+func TestRedisLogsStopWithTheirRun(t *testing.T) {
+	var mine, other bytes.Buffer
+	// Formats unique to this run: the rate limit is keyed by format.
+	format := func(what string) string { return fmt.Sprintf("redis: %s %d %%d\n", what, time.Now().UnixNano()) }
+	routeRedisLogs(zerolog.New(&mine), &mine)
+	redisLogs.Printf(context.Background(), format("stop-with-run test"), 1)
+	require.Contains(t, mine.String(), "stop-with-run test")
+	releaseRedisLogs(&other) // another run's end changes nothing
+	redisLogs.Printf(context.Background(), format("stop-with-run other"), 2)
+	require.Contains(t, mine.String(), "stop-with-run other")
+	releaseRedisLogs(&mine)
+	n := mine.Len()
+	redisLogs.Printf(context.Background(), format("stop-with-run after"), 3)
+	require.Equal(t, n, mine.Len(), "nothing written after the run returned")
 }
 
 // A caller following a request held through a ledger outage reads why.

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -18,7 +18,12 @@ import (
 // logger as structured warnings, each distinct message at most once per
 // ratelog.DefaultInterval, with how many copies were held back.
 type redisLogger struct {
-	log   atomic.Pointer[zerolog.Logger]
+	// mu is held (read) while a message is written, so that release,
+	// which takes it to write, leaves no write under way to a logger
+	// whose run has returned.
+	mu    sync.RWMutex
+	log   zerolog.Logger
+	owner io.Writer // the stderr of the run whose logger it is
 	quiet *ratelog.Limiter
 }
 
@@ -26,22 +31,28 @@ type redisLogger struct {
 // whole process (redis.SetLogger, unsynchronised), so it is set once and
 // the logger it writes to is swapped instead.
 var (
-	redisLogs     = newRedisLogger()
+	redisLogs     = &redisLogger{log: zerolog.Nop(), quiet: ratelog.New(0)}
 	redisLogsOnce sync.Once
 )
 
-// routeRedisLogs sends go-redis's messages to log.
-func routeRedisLogs(log zerolog.Logger) {
+// routeRedisLogs sends go-redis's messages to log, which writes to stderr.
+func routeRedisLogs(log zerolog.Logger, stderr io.Writer) {
 	l := log.With().Str("component", "go-redis").Logger()
-	redisLogs.log.Store(&l)
+	redisLogs.mu.Lock()
+	redisLogs.log, redisLogs.owner = l, stderr
+	redisLogs.mu.Unlock()
 	redisLogsOnce.Do(func() { redis.SetLogger(redisLogs) })
 }
 
-func newRedisLogger() *redisLogger {
-	l := &redisLogger{quiet: ratelog.New(0)}
-	nop := zerolog.Nop()
-	l.log.Store(&nop)
-	return l
+// releaseRedisLogs stops go-redis's messages going to stderr once the run
+// that owns it returns (several runs share one process in tests and
+// embedders; a client's pool may still dial after its run).
+func releaseRedisLogs(stderr io.Writer) {
+	redisLogs.mu.Lock()
+	defer redisLogs.mu.Unlock()
+	if redisLogs.owner == stderr {
+		redisLogs.log, redisLogs.owner = zerolog.Nop(), nil
+	}
 }
 
 // Printf implements go-redis's internal.Logging.
@@ -52,5 +63,7 @@ func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
 	if !ok {
 		return
 	}
-	l.log.Load().Warn().Int("held_back", held).Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	l.log.Warn().Int("held_back", held).Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -28,6 +28,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer stopTracing()
+	defer releaseRedisLogs(stderr)
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err = root.ExecuteContext(ctx)
