@@ -28,10 +28,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer stopTracing()
-	defer releaseRedisLogs(stderr)
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err = root.ExecuteContext(ctx)
+	// Before the last line: a Redis client's pool may still be dialling,
+	// and its messages must not be written beside it or after it.
+	releaseRedisLogs(stderr)
 	if err == nil {
 		return 0
 	}
