@@ -35,6 +35,9 @@ func (g *globals) logger() (zerolog.Logger, error) {
 // isTerminal reports whether w is a terminal (colour codes are written
 // only to one: a file or a pipe gets plain text).
 func isTerminal(w io.Writer) bool {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

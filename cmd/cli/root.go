@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/spf13/cobra"
 )
@@ -28,6 +29,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer stopTracing()
+	// One lock for every line on stderr: decision logs, attempt lines and
+	// go-redis's messages come from several goroutines.
+	stderr = &lockedWriter{w: stderr}
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err = root.ExecuteContext(ctx)
@@ -93,4 +97,16 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
