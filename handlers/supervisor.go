@@ -127,12 +127,19 @@ func readControl(ctl *os.File, deadlines chan time.Time, gone chan<- struct{}) {
 }
 
 // exitAs exits the way the agent did: its code, or its signal re-raised.
+// The Go runtime ignores a SIGPIPE sent with kill (it acts only on a write
+// to a closed stdout or stderr), so a signal that does not end the process
+// at once is followed by SIGKILL: the replica still sees a signal (the same
+// class of failure), and the supervisor never lingers after its agent —
+// an agent writing to the stdout of a replica just killed dies of SIGPIPE.
 func exitAs(st *os.ProcessState) int {
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
 		signal.Reset(ws.Signal())
 		_ = syscall.Kill(os.Getpid(), ws.Signal())
-		time.Sleep(time.Second) // the signal ends the process
+		time.Sleep(50 * time.Millisecond) // a fatal signal ends the process here
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
 	}
 	return st.ExitCode()
 }

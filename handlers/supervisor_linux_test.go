@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -127,4 +128,21 @@ func groupMembers(pgid int) []int {
 		}
 	}
 	return out
+}
+
+// An agent ended by a signal the Go runtime does not act on when sent with
+// kill (SIGPIPE: an agent writing to the stdout of a replica just killed)
+// still ends its supervisor by a signal, at once: the failure is retryable
+// like any agent killed from outside, not an exit code the policy treats
+// as terminal.
+func TestSupervisedAgentKilledBySIGPIPEIsASignal(t *testing.T) {
+	t.Parallel()
+	inv, err := handlers.NewCommand(handlers.CommandConfig{Path: "/bin/sh", Args: []string{"-c", "kill -PIPE $$"}})
+	require.NoError(t, err)
+	req := &handlers.Request{Message: schemas.NewRequest("t-sigpipe", "main", "agent"), Attempt: 1}
+	_, err = inv.Handle(context.Background(), req)
+	var exit *handlers.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.NotZero(t, exit.Signal, "ended by a signal, not exit code %d", exit.Code)
+	require.Equal(t, retry.ClassRetryable, handlers.Classify(err).Class, "%v", err)
 }
