@@ -28,12 +28,12 @@ var browser struct {
 // the tests that need it instead of hanging the package until its timeout.
 const browserStart = time.Minute
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// stopBrowser ends the shared Chromium once every test has run (TestMain,
+// main_test.go).
+func stopBrowser() {
 	if browser.cancel != nil {
 		browser.cancel()
 	}
-	os.Exit(code)
 }
 
 func chromiumPath() string {
