@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,12 +85,13 @@ func docBlocks(t *testing.T, src string) []docBlock {
 	}
 }
 
-// docPages lists README.md and every page of docs/, relative to the root.
+// docPages lists README.md, BENCHMARKS.md and every page of docs/,
+// relative to the root.
 func docPages(t *testing.T) []string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	require.NoError(t, err)
-	out := []string{"README.md"}
+	out := []string{"README.md", "BENCHMARKS.md"}
 	for _, p := range pages {
 		rel, err := filepath.Rel(repoRoot, p)
 		require.NoError(t, err)
@@ -98,12 +100,13 @@ func docPages(t *testing.T) []string {
 	return out
 }
 
-// TestDocCodeBlocksAreChecked holds every code block of README.md and
-// docs/*.md to a test: a page another test runs must be named by that
-// test; the README's marked blocks are run by theirs; every other block is
-// checked here by its language — shell commands parsed against the command
-// tree (and the whole block by bash -n), transcripts' commands the same,
-// YAML through config check, JSON parsed. A block of any other kind, or a
+// TestDocCodeBlocksAreChecked holds every code block of README.md,
+// BENCHMARKS.md and docs/*.md to a test: a page another test runs must be
+// named by that test; the README's marked blocks are run by theirs; every
+// other block is checked here by its language — shell commands parsed
+// against the command tree (and the whole block by bash -n), a go test
+// command's benchmark looked up, transcripts' commands the same, YAML
+// through config check, JSON parsed. A block of any other kind, or a
 // Go, Python or TypeScript block no test runs, fails: a new page cannot
 // show code nothing checks.
 //
@@ -152,21 +155,69 @@ func TestDocCodeBlocksAreChecked(t *testing.T) {
 }
 
 // TestDocLinksResolve checks every relative link of README.md and
-// docs/*.md points at a file or directory of the repository.
+// docs/*.md points at a file or directory of the repository, and a link to
+// a heading of a Markdown page at a heading that page has.
 func TestDocLinksResolve(t *testing.T) {
 	t.Parallel()
 	for _, page := range docPages(t) {
 		raw, err := os.ReadFile(filepath.Join(repoRoot, page))
 		require.NoError(t, err)
 		for _, m := range mdLink.FindAllStringSubmatch(string(raw), -1) {
-			target, _, _ := strings.Cut(m[1], "#")
-			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			target, frag, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			_, err := os.Stat(filepath.Join(repoRoot, filepath.Dir(page), target))
-			assert.NoError(t, err, "%s links to %s", page, m[1])
+			path := filepath.Join(repoRoot, filepath.Dir(page), target)
+			if target == "" {
+				path = filepath.Join(repoRoot, page)
+			}
+			if _, err := os.Stat(path); !assert.NoError(t, err, "%s links to %s", page, m[1]) {
+				continue
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") {
+				assert.Contains(t, headingAnchors(t, path), frag, "%s links to %s: no such heading", page, m[1])
+			}
 		}
 	}
+}
+
+// headingAnchors lists the anchors GitHub gives the headings of a
+// Markdown file: lower case, punctuation dropped, spaces as dashes, a
+// repeated one numbered. Headings inside code blocks do not count.
+func headingAnchors(t *testing.T, path string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	var out []string
+	inBlock := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inBlock = !inBlock
+			continue
+		}
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if inBlock || !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			out = append(out, fmt.Sprintf("%s-%d", a, n))
+		} else {
+			out = append(out, a)
+		}
+		seen[a]++
+	}
+	return out
 }
 
 // requireNames fails unless the test file at path (from the root) names page.
@@ -224,6 +275,8 @@ func checkCommand(t *testing.T, where, line string) {
 	case len(words) > 2 && words[0] == "go" && (words[1] == "run" || words[1] == "install") && strings.HasPrefix(words[2], "./"):
 		_, err := os.Stat(filepath.Join(repoRoot, words[2]))
 		assert.NoError(t, err, "%s: %s", where, line)
+	case len(words) > 2 && words[0] == "go" && words[1] == "test":
+		checkGoTest(t, where, words[2:])
 	case words[0] == "make":
 		mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
 		require.NoError(t, err)
@@ -234,6 +287,49 @@ func checkCommand(t *testing.T, where, line string) {
 		}
 	}
 }
+
+// checkGoTest checks a go test command's packages exist and its -bench
+// pattern's first level names a benchmark of one of them, so a figure's
+// command still runs what measured it.
+func checkGoTest(t *testing.T, where string, args []string) {
+	t.Helper()
+	var bench string
+	var pkgs []string
+	for i, a := range args {
+		switch {
+		case strings.HasPrefix(a, "-bench="):
+			bench = strings.TrimPrefix(a, "-bench=")
+		case a == "-bench" && i+1 < len(args):
+			bench = args[i+1]
+		case strings.HasPrefix(a, "./"):
+			pkgs = append(pkgs, a)
+		}
+	}
+	if !assert.NotEmpty(t, pkgs, "%s: go test names no package", where) || bench == "" {
+		return
+	}
+	top, _, _ := strings.Cut(bench, "/")
+	re, err := regexp.Compile(top)
+	if !assert.NoError(t, err, "%s: -bench %s", where, bench) {
+		return
+	}
+	found := false
+	for _, pkg := range pkgs {
+		files, err := filepath.Glob(filepath.Join(repoRoot, pkg, "*_test.go"))
+		require.NoError(t, err)
+		assert.NotEmpty(t, files, "%s: %s has no tests", where, pkg)
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for _, m := range benchFunc.FindAllStringSubmatch(string(src), -1) {
+				found = found || re.MatchString(m[1])
+			}
+		}
+	}
+	assert.True(t, found, "%s: -bench %s matches no benchmark of %v", where, bench, pkgs)
+}
+
+var benchFunc = regexp.MustCompile(`(?m)^func (Benchmark\w*)\(b \*testing\.B\)`)
 
 // checkPersonaq finds the command args name and parses its flags and
 // arguments the way running it would, without running it.
