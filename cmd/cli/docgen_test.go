@@ -101,5 +101,5 @@ func TestCLIReferenceNamesEveryCommand(t *testing.T) {
 		}
 	}
 	check(root)
-	require.Greater(t, n, 20, "the tree has the commands the README names")
+	require.Greater(t, n, 20, "the generator walked the whole tree")
 }

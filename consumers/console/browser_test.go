@@ -88,7 +88,7 @@ func sibling(t *testing.T, tab context.Context) context.Context {
 }
 
 // screenshot saves the page as name.png: into testdata/screenshots (shown
-// in README) when PERSONAQ_SCREENSHOTS is set (make screenshots), else into
+// in docs/console.md) when PERSONAQ_SCREENSHOTS is set (make screenshots), else into
 // the test's temporary directory.
 func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
