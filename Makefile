@@ -8,7 +8,7 @@ PEERS_FLAGS ?=
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
 
-.PHONY: help build test lint bench bench-peers fuzz images integration tools clean screenshots
+.PHONY: help build test lint bench bench-peers fuzz images integration tools clean screenshots docs
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,7 +60,10 @@ fuzz: ## fuzz the message decoders for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=30s ./schemas/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeQuarantineRecord -fuzztime=30s ./schemas/
 
-screenshots: ## regenerate the console screenshots in README (needs chromium and redis-server)
+docs: ## regenerate docs/cli.md from the command tree (go test ./cmd/cli/ checks it is current)
+	$(GO) test -count=1 -run='^TestCLIReferenceIsCurrent$$' ./cmd/cli/ -args -update-docs
+
+screenshots: ## regenerate the console screenshots in docs/console.md (needs chromium and redis-server)
 	PERSONAQ_SCREENSHOTS=1 $(GO) test -count=1 -run='^(TestOverview|TestQuarantine|TestTaskPage)' ./consumers/console/
 
 images: ## build the offline container images (nats, redis, personaq)

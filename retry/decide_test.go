@@ -90,7 +90,7 @@ func TestDecideOneCounter(t *testing.T) {
 	})
 }
 
-// TestDecideFeedback follows seed 002: validation retries at once, every
+// TestDecideFeedback follows retry with feedback: validation retries at once, every
 // earlier error reaches the next attempt in order, and the last attempt's
 // failure is final.
 func TestDecideFeedback(t *testing.T) {

@@ -7,7 +7,7 @@
 // Nothing here does I/O or reads the clock: callers pass times in, and jitter
 // draws from an injected source, so every rule is testable table by table.
 //
-// The rules come from four requirement documents:
+// The rules, by concept:
 //   - explicit policy on every call with presets per category (llm, local,
 //     git, write) and non-retryable error types matched by simple type name;
 //   - persona timeouts, linear 30s/60s/90s backoff and the step deadline

@@ -66,25 +66,25 @@ func TemporalExponential() Exponential {
 	return Exponential{Initial: time.Second, Coefficient: 2, Maximum: 100 * time.Second, Jitter: 0.2}
 }
 
-// LLMPolicy is the LLM category (_LLM_RETRY): 3 attempts; client errors that a
+// LLMPolicy is the LLM call category: 3 attempts; client errors that a
 // retry cannot fix (400, 401, 403, 404) end it at once.
 func LLMPolicy() Policy {
 	return categoryPolicy(PresetLLM, 3, DefaultLLMAttemptTimeout,
 		"BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError")
 }
 
-// LocalPolicy is the local category (_LOCAL_RETRY): 2 attempts for deterministic work.
+// LocalPolicy is the local category: 2 attempts for deterministic work.
 func LocalPolicy() Policy {
 	return categoryPolicy(PresetLocal, 2, DefaultLocalAttemptTimeout)
 }
 
-// GitPolicy is the git category (_GIT_RETRY): 2 attempts; "nothing to commit" and a
+// GitPolicy is the git category: 2 attempts; "nothing to commit" and a
 // missing repository never heal on retry.
 func GitPolicy() Policy {
 	return categoryPolicy(PresetGit, 2, DefaultLocalAttemptTimeout, "CommitError", "RepoDiscoveryError")
 }
 
-// WritePolicy is the write category (_WRITE_RETRY): 2 attempts for file writes.
+// WritePolicy is the write category: 2 attempts for file writes.
 func WritePolicy() Policy {
 	return categoryPolicy(PresetWrite, 2, DefaultLocalAttemptTimeout, "OutputWriteError", "EditApplicationError")
 }

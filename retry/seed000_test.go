@@ -10,7 +10,7 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Retry policies (seed 000): four presets with explicit maximum attempts
+// Retry policies per category: four presets with explicit maximum attempts
 // and non-retryable error types, LLM calls under a different policy than
 // deterministic work.
 func TestRetryPolicies_FourPresets(t *testing.T) {
@@ -20,10 +20,10 @@ func TestRetryPolicies_FourPresets(t *testing.T) {
 		attempts     int
 		nonRetryable []string
 	}{
-		{"llm", 3, []string{"BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError"}}, // _LLM_RETRY
-		{"local", 2, nil}, // _LOCAL_RETRY
-		{"git", 2, []string{"CommitError", "RepoDiscoveryError"}},          // _GIT_RETRY
-		{"write", 2, []string{"OutputWriteError", "EditApplicationError"}}, // _WRITE_RETRY
+		{"llm", 3, []string{"BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError"}}, // the LLM call category
+		{"local", 2, nil}, // deterministic local work
+		{"git", 2, []string{"CommitError", "RepoDiscoveryError"}},          // git writes
+		{"write", 2, []string{"OutputWriteError", "EditApplicationError"}}, // file writes
 	}
 	for _, tt := range tests {
 		t.Run(tt.preset, func(t *testing.T) {
@@ -59,7 +59,7 @@ func TestRetryPolicies_NonRetryableBySimpleTypeName(t *testing.T) {
 		{"CaseMatters", "git", []string{"commitError"}, retry.ActionRetry},
 		{"OnlyTheOutermostCounts", "git", []string{"ActivityError", "CommitError"}, retry.ActionRetry},
 		{"RateLimitErrorIsRetried", "llm", []string{"RateLimitError"}, retry.ActionRetry},
-		// remove_worktree runs under _LOCAL_RETRY: a brief retry may succeed.
+		// remove_worktree runs under the local preset: a brief retry may succeed.
 		{"WorktreeRemoveErrorRetriedUnderLocal", "local", []string{"WorktreeRemoveError"}, retry.ActionRetry},
 	}
 	for _, tt := range tests {

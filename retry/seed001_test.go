@@ -13,7 +13,7 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Persona request retry and the step budget (seed 001): calculatedTimeout =
+// Persona request retry and the step budget: calculatedTimeout =
 // (maxRetries+1) × personaTimeout + Σ backoff (30s, 60s, 90s …) + 30s
 // buffer, for the three personas of its "Fast Feedback" list.
 func TestStepBudget_PersonaBudgets(t *testing.T) {

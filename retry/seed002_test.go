@@ -9,7 +9,7 @@ import (
 	"github.com/personaq/personaq/retry"
 )
 
-// Retry with feedback (seed 002): MAX_FILE_RETRIES = 3 attempts,
+// Retry with feedback: MAX_FILE_RETRIES = 3 attempts,
 // validation failures retried at once with the error fed into the next
 // attempt, API errors retried too, a hard fail only after the last attempt,
 // and "[RETRY {attempt+1}]" log lines. Reading: the seed's attempt is

@@ -10,7 +10,7 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Adaptive retry (seed 004): the decision table, walked row by row with a
+// Adaptive retry: the decision table, walked row by row with a
 // fallback agent, the adaptive preset (five attempts, linear 30s) and nine
 // sub-tasks. Odd attempts run the primary agent, even ones the fallback.
 //

@@ -55,7 +55,7 @@ prints each outcome as it happens. Delays are scaled by --time-scale.`,
 	fl.StringVar(&f.dataDir, "data-dir", ".personaq", "JetStream storage directory")
 	fl.StringVar(&f.listen, "listen", "", "host:port for the embedded NATS server (default: a free loopback port)")
 	fl.BoolVar(&f.once, "once", false, "exit when the sample workload has settled, printing a final table")
-	fl.Float64Var(&f.timeScale, "time-scale", 0.01, "scale for demo timeouts and backoffs (1 = real seed-001 timings)")
+	fl.Float64Var(&f.timeScale, "time-scale", 0.01, "scale for demo timeouts and backoffs (1 = the real persona timeouts and backoffs)")
 	fl.IntVar(&f.perPersona, "per-persona", 2, "sample requests published per demo persona (0: just serve)")
 	fl.DurationVar(&f.timeout, "settle-timeout", 2*time.Minute, "with --once: fail if the workload has not settled by then")
 	metricsFlag(fl, &f.metrics)

@@ -28,12 +28,12 @@ var browser struct {
 // the tests that need it instead of hanging the package until its timeout.
 const browserStart = time.Minute
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// stopBrowser ends the shared Chromium once every test has run (TestMain,
+// main_test.go).
+func stopBrowser() {
 	if browser.cancel != nil {
 		browser.cancel()
 	}
-	os.Exit(code)
 }
 
 func chromiumPath() string {
@@ -88,7 +88,7 @@ func sibling(t *testing.T, tab context.Context) context.Context {
 }
 
 // screenshot saves the page as name.png: into testdata/screenshots (shown
-// in README) when PERSONAQ_SCREENSHOTS is set (make screenshots), else into
+// in docs/console.md) when PERSONAQ_SCREENSHOTS is set (make screenshots), else into
 // the test's temporary directory.
 func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
