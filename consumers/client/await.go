@@ -63,6 +63,12 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 // one written after it reaches the subscription. A core subscription, not
 // a JetStream consumer per call: many concurrent Awaits cost the server
 // nothing but their interest.
+//
+// The server hands a published record to core subscribers before its
+// stream stores it, so a record published just before the subscription
+// took effect and stored just after the lookup is seen by neither: the
+// record is looked up again at growing intervals (recheckFirst, doubling
+// up to recheckMax) as well.
 func (c *Client) awaitRecord(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
 	got := make(chan *nats.Msg, 1)
 	sub, err := c.js.Conn().ChanSubscribe(c.topo.OutcomeFilter(requestID), got)
@@ -70,17 +76,31 @@ func (c *Client) awaitRecord(ctx context.Context, requestID string) (*schemas.Ou
 		return nil, fmt.Errorf("await request %s: subscribe to its record: %w", requestID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	rec, err := c.Record(ctx, requestID)
-	if !errors.Is(err, consumers.ErrNoOutcome) {
-		return rec, err
-	}
-	select {
-	case <-got:
-		return c.storedRecord(ctx, requestID)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("await request %s: %w", requestID, context.Cause(ctx))
+	recheck := time.NewTimer(recheckFirst)
+	defer recheck.Stop()
+	for wait := recheckFirst; ; wait = min(2*wait, recheckMax) {
+		rec, err := c.Record(ctx, requestID)
+		if !errors.Is(err, consumers.ErrNoOutcome) {
+			return rec, err
+		}
+		recheck.Reset(wait)
+		select {
+		case <-got:
+			return c.storedRecord(ctx, requestID)
+		case <-recheck.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("await request %s: %w", requestID, context.Cause(ctx))
+		}
 	}
 }
+
+// The record lookups behind an Await's subscription: the first soon after
+// it (the window is a stream's store lagging its core delivery), then
+// rarer, so that many waiting Awaits cost the server little.
+const (
+	recheckFirst = 100 * time.Millisecond
+	recheckMax   = 5 * time.Second
+)
 
 // storedRecord reads the record the stream holds once the subscription saw
 // one. The message seen is only a wake-up: core NATS also delivers a

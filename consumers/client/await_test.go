@@ -109,3 +109,42 @@ func TestConcurrentAwaitsCreateNoConsumers(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// A record the outcomes stream stores without the Await's subscription
+// seeing it (the server delivers to core subscribers before the stream
+// stores, so a write racing the subscription is seen by neither the
+// subscription nor the first lookup) is still found: here the record
+// reaches the stream only through a source, never on a core subject.
+func TestAwaitFindsARecordItsSubscriptionMissed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.idle()
+	ctx := context.Background()
+	topo := consumers.Topology{}.WithDefaults()
+	_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "STAGED", Subjects: []string{"staged.>"}})
+	require.NoError(t, err)
+	outcomes, err := e.js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	cfg := outcomes.CachedInfo().Config
+	cfg.Sources = []*jetstream.StreamSource{{Name: "STAGED",
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: "staged.>", Destination: topo.OutcomesPrefix + ".>"}}}}
+	_, err = e.js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	const id = "missed-by-the-subscription"
+	done := make(chan error, 1)
+	go func() { _, err := e.c.Await(ctx, id); done <- err }()
+	// Past the Await's first lookup (a later one would pass with or
+	// without rechecks, so this wait can only hide the bug, not fake it).
+	time.Sleep(300 * time.Millisecond)
+	msg := record(t, id, schemas.OutcomeSucceeded)
+	msg.Subject = "staged." + strings.TrimPrefix(msg.Subject, topo.OutcomesPrefix+".")
+	_, err = e.js.PublishMsg(ctx, msg)
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Await never found a record its subscription did not see")
+	}
+}
