@@ -22,10 +22,10 @@ import (
 	"github.com/personaq/personaq/schemas"
 )
 
-// Seed 004's example through the real runtime: odd attempts primary, even
+// Adaptive retry's example through the real runtime: odd attempts primary, even
 // attempts fallback; 5/9, 4/9, 5/9, 5/9 → deferred at attempt 4 with the
 // plateau point in the record.
-func TestRuntimeSeed004PlateauAcrossAgentsDefers(t *testing.T) {
+func TestRuntimePlateauAcrossAgentsDefers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
 	out := h.watchOutcomes()
@@ -57,7 +57,7 @@ func TestRuntimeSeed004PlateauAcrossAgentsDefers(t *testing.T) {
 	require.Len(t, rec.Errors, 4)
 }
 
-// Seed 002: a validation failure is retried at once with the error fed
+// Retry with feedback: a validation failure is retried at once with the error fed
 // back; the handler sees it on the next attempt.
 func TestRuntimeValidationFeedbackReachesNextAttempt(t *testing.T) {
 	t.Parallel()

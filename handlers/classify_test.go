@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// CommitError stands in for seed 000's git error, matched by simple name.
+// CommitError stands in for a git commit error, matched by simple name.
 type CommitError struct{ msg string }
 
 func (e *CommitError) Error() string { return e.msg }

@@ -23,7 +23,7 @@ import (
 // address (reachable from the replicas, and only from them). It records
 // every call — which replica made it, for which request, when — so tests
 // can tell where work ran and check that no request ever ran on two live
-// replicas at once (DESIGN.md invariant 3).
+// replicas at once (no request runs on two live replicas at once).
 //
 //	POST /work      sleeps input.work_ms (default 1s), then answers 200
 //	POST /crash     SIGKILLs the calling replica (a crash-looping message)

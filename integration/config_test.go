@@ -27,7 +27,7 @@ personas:
 }
 
 // fast is the retry policy of the demo personas here: the persona preset
-// (seed 001) with 200ms between attempts instead of 30s/60s/90s.
+// (the persona timeouts' linear backoff) with 200ms between attempts instead of 30s/60s/90s.
 const fast = `{preset: persona, max_attempts: 4, schedule: {type: fixed, every: 200ms}}`
 
 // Demo personas (handlers.DemoPersonas), one per way a request can end.
@@ -53,7 +53,7 @@ var (
     invoker: {type: demo, demo: slowpoke}
     timeout: 500ms
     policy: ` + fast + "\n"
-	// plateau stalls at 5/9 on both agents: deferred (seed 004).
+	// plateau stalls at 5/9 on both agents: deferred (adaptive retry).
 	plateauPersona = `  plateau:
     invoker: {type: demo, demo: plateau}
     timeout: 2s

@@ -186,7 +186,7 @@ func (t tally) String() string {
 }
 
 // settle waits until every request has reached a terminal place, then
-// checks invariant 1 of DESIGN.md on all of them — each ended exactly once:
+// checks on all of them — each ended exactly once:
 // acked with a succeeded outcome event, or as one record on the quarantine
 // stream; none lost, none in two places, none quarantined twice — and that
 // the requests stream and its consumers hold nothing more. It returns the

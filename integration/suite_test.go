@@ -308,7 +308,7 @@ func record(t *testing.T, start time.Time, tl tally, notes ...string) {
 	resultsMu.Unlock()
 }
 
-// printResults prints the scenarios' table (the README's "Fault
+// printResults prints the scenarios' table (integration/README.md's "Fault
 // scenarios" counts) and writes it to personaq-integration/summary.md
 // under the temporary directory.
 func printResults() {

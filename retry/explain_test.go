@@ -13,7 +13,7 @@ import (
 	"github.com/personaq/personaq/retry"
 )
 
-func TestExplainSeed001(t *testing.T) {
+func TestExplainPersonaDefaults(t *testing.T) {
 	t.Parallel()
 	got := retry.Explain(retry.NewPersonaDefaults().Policy("context"))
 	want := retry.Explanation{
@@ -67,7 +67,7 @@ func TestExplainWriteText(t *testing.T) {
 		policy retry.Policy
 		want   []string
 	}{
-		{"Seed001Context", retry.NewPersonaDefaults().Policy("context"), []string{
+		{"DefaultContext", retry.NewPersonaDefaults().Policy("context"), []string{
 			"persona          context\n",
 			"max attempts     4 (3 retries)\n",
 			"retry  attempt  agent (with fallback)  backoff\n",

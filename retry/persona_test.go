@@ -74,7 +74,7 @@ func TestParsePersonaTimeoutsJSON(t *testing.T) {
 		want    map[string]time.Duration
 		wantErr string
 	}{
-		{"Seed001", `{"context":60000,"lead-engineer":90000,"tester-qa":60000}`,
+		{"PersonaTimeouts", `{"context":60000,"lead-engineer":90000,"tester-qa":60000}`,
 			map[string]time.Duration{"context": time.Minute, "lead-engineer": 90 * time.Second, "tester-qa": time.Minute}, ""},
 		{"Empty", "", map[string]time.Duration{}, ""},
 		{"Blank", "  \n", map[string]time.Duration{}, ""},

@@ -22,7 +22,7 @@ func TestScheduleDelay(t *testing.T) {
 		n        []int
 		want     []time.Duration
 	}{
-		{"LinearSeed001", retry.Linear{Step: 30 * time.Second}, []int{1, 2, 3},
+		{"Linear30s", retry.Linear{Step: 30 * time.Second}, []int{1, 2, 3},
 			[]time.Duration{30 * time.Second, 60 * time.Second, 90 * time.Second}},
 		{"LinearBelowOneIsFirst", retry.Linear{Step: 30 * time.Second}, []int{0, -5}, []time.Duration{30 * time.Second, 30 * time.Second}},
 		{"LinearNegativeStepIsZero", retry.Linear{Step: -time.Second}, []int{1, 3}, []time.Duration{0, 0}},

@@ -33,7 +33,7 @@ func sagas(t *testing.T, url string) map[string]saga.Saga {
 	return m
 }
 
-// Seed 003 through the CLI: a failing branch deletion quarantines its saga
+// Saga compensation through the CLI: a failing branch deletion quarantines its saga
 // and makes the sweep exit 1, the healthy sibling is compensated, and a
 // second sweep is a no-op that exits 0.
 func TestCompensateSweepWithCommandHandlers(t *testing.T) {

@@ -185,8 +185,8 @@ type DefaultsConfig struct {
 	Concurrency int `yaml:"concurrency"`
 	// MaxReplicas sizes each persona's MaxAckPending. Default: 4.
 	MaxReplicas int `yaml:"max_replicas"`
-	// Timeout of an attempt of a persona with no timeout of its own (seed
-	// 001's personaDefaultTimeoutMs). Default: 10m.
+	// Timeout of an attempt of a persona with no timeout of its own (the
+	// persona timeouts' default). Default: 10m.
 	Timeout Duration `yaml:"timeout"`
 	// CodingTimeout is the same for coding personas
 	// (personaCodingTimeoutMs). Default: 3m.

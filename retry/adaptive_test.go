@@ -14,7 +14,7 @@ import (
 // fallback agent, the adaptive preset (five attempts, linear 30s) and nine
 // sub-tasks. Odd attempts run the primary agent, even ones the fallback.
 //
-// Readings chosen where the seed is ambiguous (its table wins over its
+// Readings chosen where the decision table and its prose disagree (the table wins over the
 // prose):
 //   - "Plateau" is the prose's "tasks_completed identical across 2+
 //     attempts"; with a fallback agent both agents must be among those

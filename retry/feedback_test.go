@@ -12,7 +12,7 @@ import (
 // Retry with feedback: MAX_FILE_RETRIES = 3 attempts,
 // validation failures retried at once with the error fed into the next
 // attempt, API errors retried too, a hard fail only after the last attempt,
-// and "[RETRY {attempt+1}]" log lines. Reading: the seed's attempt is
+// and "[RETRY {attempt+1}]" log lines. Reading: the attempt is
 // 0-indexed, so "[RETRY N]" numbers the attempt that failed, 1-based (the
 // first failure is [RETRY 1]); the final failure is tagged too, followed by
 // what became of the task.
