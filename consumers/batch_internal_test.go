@@ -1,0 +1,177 @@
+package consumers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+		"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/consumers/streams"
+	"github.com/personaq/personaq/integration/testenv"
+	"github.com/personaq/personaq/schemas"
+)
+
+func TestSplitBatchKeepsOneRecordPerRequest(t *testing.T) {
+	t.Parallel()
+	rec := func(req string) *pendingRecord { return &pendingRecord{request: req} }
+	a1, b, a2, c, a3 := rec("a"), rec("b"), rec("a"), rec("c"), rec("a")
+	together, alone := splitBatch([]*pendingRecord{a1, b, a2, c, a3})
+	require.Equal(t, []*pendingRecord{a1, b, c}, together)
+	require.Equal(t, []*pendingRecord{a2, a3}, alone)
+}
+
+func TestBatchSupport(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		version string
+		allow   bool
+		want    bool
+	}{
+		{"2.15.2", true, true},
+		{"2.16.0-RC.1", true, true},
+		{"3.0.0", true, true},
+		{"2.14.5", true, false}, // fsyncs a batch per message
+		{"2.11.9", true, false},
+		{"2.15.2", false, false}, // the server ignored allow_atomic
+		{"", true, false},
+		{"junk", true, false},
+	} {
+		t.Run(fmt.Sprintf("%s/%v", tc.version, tc.allow), func(t *testing.T) {
+			ok, why := batchSupport(tc.version, tc.allow)
+			require.Equal(t, tc.want, ok)
+			require.Equal(t, tc.want, why == "", "a reason exactly when refused: %q", why)
+		})
+	}
+}
+
+func testRecord(req string, outcome schemas.Outcome) *schemas.OutcomeEvent {
+	return &schemas.OutcomeEvent{
+		SchemaVersion: schemas.Version, Outcome: outcome, Persona: "p", RequestID: req,
+		TaskID: "t", Step: "s", Attempts: 1, At: time.Now().UTC(), Reason: schemas.ReasonTerminal,
+	}
+}
+
+// Concurrent terminal records are committed in atomic batches, each keeping
+// its create-once check: a record of a request already ended is refused
+// (and the standing one returned) without failing the others of its
+// batch, and two records of one request racing end as one.
+func TestBatchedRecordsKeepCreateOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := testenv.StartNATS(t).JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(ctx, js, topo, nil))
+	o := NewOutcomes(js, topo)
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	o.useBatches(ctx, &log)
+	require.NotNil(t, o.batcher(), "an in-process 2.15 server batches")
+	defer o.stopBatches()
+
+	first := testRecord("ended", schemas.OutcomeSucceeded)
+	_, won, err := o.create(ctx, first)
+	require.NoError(t, err)
+	require.True(t, won)
+
+	const n = 200
+	var wg sync.WaitGroup
+	var racedWins atomic.Int32
+	errs := make(chan error, n+8)
+	for i := range n {
+		wg.Go(func() {
+			ev := testRecord(fmt.Sprintf("r%d", i), schemas.OutcomeSucceeded)
+			final, won, err := o.create(ctx, ev)
+			if err == nil && (!won || final != ev) {
+				err = fmt.Errorf("r%d: not stored as written", i)
+			}
+			errs <- err
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			final, won, err := o.create(ctx, testRecord("ended", schemas.OutcomeCancelled))
+			if err == nil && (won || final.Outcome != schemas.OutcomeSucceeded) {
+				err = fmt.Errorf("a second record of an ended request: won %v, %s", won, final.Outcome)
+			}
+			errs <- err
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			_, won, err := o.create(ctx, testRecord("raced", schemas.OutcomeCancelled))
+			if won {
+				racedWins.Add(1)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, racedWins.Load(), "one record of the raced request")
+	s, err := js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, n+2, info.State.Msgs, "one record per request")
+	batched := 0
+	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+		raw, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		if raw.Header.Get(streams.HeaderBatchID) != "" {
+			batched++
+		}
+	}
+	t.Logf("%d of %d records committed in a batch", batched, n+2)
+	require.Positive(t, batched, "concurrent records were batched")
+}
+
+// A server or stream without atomic publish: records are written one by
+// one, and the choice is logged once.
+func TestNoBatchesWithoutAllowAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := testenv.StartNATS(t).JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(ctx, js, topo, nil))
+	s, err := js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	o := NewOutcomes(js, topo)
+	var buf lockedBuffer
+	log := zerolog.New(&buf)
+	o.useBatches(ctx, &log)
+	require.Nil(t, o.batcher())
+	require.Contains(t, buf.String(), "terminal records written one by one")
+	_, won, err := o.create(ctx, testRecord("r", schemas.OutcomeSucceeded))
+	require.NoError(t, err)
+	require.True(t, won)
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

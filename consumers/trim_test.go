@@ -1,0 +1,50 @@
+package consumers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/schemas"
+)
+
+// On the limits-retention requests stream a running replica trims what it
+// acked, and never a request still running: the request held by a slow
+// handler stays stored while the requests after it are acked, and once
+// it is acked too the stream ends empty.
+func TestRuntimeTrimsAckedRequestsAndKeepsRunningOnes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, true)
+	out := h.watchOutcomes()
+	release := make(chan struct{})
+	h.start(persona("trim", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
+		if req.Message.TaskID == "slow" {
+			<-release
+		}
+		return handlers.Result{}, nil
+	}), fastPolicy(1)))
+	slow := h.publish("trim", "slow")
+	var fast []*schemas.PersonaRequest
+	for range 5 {
+		fast = append(fast, h.publish("trim", "fast"))
+	}
+	for _, req := range fast {
+		require.Equal(t, schemas.OutcomeSucceeded, out.wait(t, req.RequestID, 10*time.Second).Outcome)
+	}
+	s, err := h.js.Stream(context.Background(), h.topo.RequestsStream)
+	require.NoError(t, err)
+	// Three trim intervals: the floor is read one interval before it is
+	// used, and it stays below the running request.
+	time.Sleep(3500 * time.Millisecond)
+	_, err = s.GetMsg(context.Background(), 1)
+	require.NoError(t, err, "the running request is never trimmed")
+	close(release)
+	require.Equal(t, schemas.OutcomeSucceeded, out.wait(t, slow.RequestID, 10*time.Second).Outcome)
+	require.Eventually(t, func() bool {
+		info, err := s.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	}, 10*time.Second, 50*time.Millisecond, "every acked request trimmed")
+}
