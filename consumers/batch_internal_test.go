@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-		"github.com/rs/zerolog"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers/streams"
