@@ -3,6 +3,7 @@ package consumers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -129,8 +130,63 @@ func TestBatchedRecordsKeepCreateOnce(t *testing.T) {
 			batched++
 		}
 	}
+	// How many joined a batch depends on scheduling; the commit itself is
+	// pinned by TestBatchCommitFallsBackRecordByRecord.
 	t.Logf("%d of %d records committed in a batch", batched, n+2)
-	require.Positive(t, batched, "concurrent records were batched")
+}
+
+// A batch is committed whole; one holding a record of a request already
+// ended is refused and its records are written one by one: the ended
+// request's and a second record of one request are refused, every other
+// record is stored.
+func TestBatchCommitFallsBackRecordByRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := testenv.StartNATS(t).JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(ctx, js, topo, nil))
+	o := NewOutcomes(js, topo)
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	pending := func(req string) *pendingRecord {
+		msg, filter, err := o.recordMsg(testRecord(req, schemas.OutcomeSucceeded))
+		require.NoError(t, err)
+		return &pendingRecord{msg: msg, request: filter, done: make(chan error, 1)}
+	}
+	s, err := js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	inBatch := func(req string) bool {
+		raw, err := s.GetLastMsgForSubject(ctx, topo.OutcomeFilter(req))
+		require.NoError(t, err)
+		return raw.Header.Get(streams.HeaderBatchID) != ""
+	}
+
+	var clean []*pendingRecord
+	for i := range 6 {
+		clean = append(clean, pending(fmt.Sprintf("c%d", i)))
+	}
+	b.commit(clean)
+	for i, p := range clean {
+		require.NoError(t, <-p.done)
+		require.True(t, inBatch(fmt.Sprintf("c%d", i)), "committed as one batch")
+	}
+
+	mixed := []*pendingRecord{pending("m0"), pending("c3"), pending("m1"), pending("m2"), pending("m2"), pending("m3")}
+	b.commit(mixed)
+	errs := make([]error, len(mixed))
+	for i, p := range mixed {
+		errs[i] = <-p.done
+	}
+	for _, i := range []int{0, 2, 5} {
+		require.NoError(t, errs[i], "record %d", i)
+	}
+	require.True(t, isWrongLastSequence(errs[1]), "the ended request's: %v", errs[1])
+	// The two records of m2 race once written alone: one is stored.
+	require.True(t, (errs[3] == nil) != (errs[4] == nil), "one record of m2: %v, %v", errs[3], errs[4])
+	require.True(t, isWrongLastSequence(errors.Join(errs[3], errs[4])))
+	require.False(t, inBatch("m0"), "the refused batch's records were written alone")
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 6+4, info.State.Msgs)
 }
 
 // A server or stream without atomic publish: records are written one by

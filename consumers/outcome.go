@@ -77,16 +77,10 @@ func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 // create stores ev as the request's terminal record unless one exists.
 // It returns the record that stands and whether it is ev.
 func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
-	data, err := schemas.MarshalOutcome(ev)
+	msg, filter, err := s.recordMsg(ev)
 	if err != nil {
-		return nil, false, fmt.Errorf("encode terminal record: %w", err)
+		return nil, false, err
 	}
-	msg := nats.NewMsg(s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID))
-	msg.Data = data
-	// Create-once: no record yet on any outcome subject of this request.
-	filter := s.topo.OutcomeFilter(ev.RequestID)
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, filter)
 	if b := s.batcher(); b != nil {
 		err = b.write(ctx, msg, filter)
 	} else {
@@ -107,6 +101,21 @@ func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schem
 	// A batch whose commit timed out may have stored this very record
 	// before it was written again alone: that one is ours.
 	return stored, sameRecord(stored, ev), nil
+}
+
+// recordMsg is ev's message, with its create-once expectation: no record
+// yet on any outcome subject of the request (filter).
+func (s *Outcomes) recordMsg(ev *schemas.OutcomeEvent) (msg *nats.Msg, filter string, err error) {
+	data, err := schemas.MarshalOutcome(ev)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode terminal record: %w", err)
+	}
+	msg = nats.NewMsg(s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID))
+	msg.Data = data
+	filter = s.topo.OutcomeFilter(ev.RequestID)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, filter)
+	return msg, filter, nil
 }
 
 // leaderWait are the options that repeat a terminal record write while a
