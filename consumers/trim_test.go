@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -47,4 +50,40 @@ func TestRuntimeTrimsAckedRequestsAndKeepsRunningOnes(t *testing.T) {
 		info, err := s.Info(context.Background())
 		return err == nil && info.State.Msgs == 0
 	}, 10*time.Second, 50*time.Millisecond, "every acked request trimmed")
+}
+
+// Provision gives the requests stream limits retention (an ack writes
+// nothing), the outcomes stream atomic batches, and keeps attempt events
+// in memory (off the fsync path); a work-queue requests stream an earlier
+// version provisioned is kept as it is, since its retention cannot change
+// in place.
+func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		old  bool
+		want jetstream.RetentionPolicy
+	}{{"New", false, jetstream.LimitsPolicy}, {"EarlierWorkQueue", true, jetstream.WorkQueuePolicy}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			js := testenv.StartNATS(t).JetStream(t)
+			topo := consumers.Topology{}.WithDefaults()
+			if tc.old {
+				_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy})
+				require.NoError(t, err)
+			}
+			require.NoError(t, consumers.Provision(ctx, js, topo, nil))
+			require.NoError(t, consumers.Provision(ctx, js, topo, nil), "idempotent")
+			ret, err := consumers.RequestRetention(ctx, js, topo)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, ret)
+			out, err := js.Stream(ctx, topo.OutcomesStream)
+			require.NoError(t, err)
+			require.True(t, out.CachedInfo().Config.AllowAtomicPublish)
+			att, err := js.Stream(ctx, topo.AttemptsStream)
+			require.NoError(t, err)
+			require.Equal(t, jetstream.MemoryStorage, att.CachedInfo().Config.Storage)
+		})
+	}
 }
