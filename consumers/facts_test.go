@@ -6,6 +6,11 @@ package consumers_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -453,4 +458,112 @@ func TestFactAckFloorPassesMessagesGivenUpAtMaxDeliver(t *testing.T) {
 	require.EqualValues(t, 3, ci.AckFloor.Stream, "the next ack moves the floor past the given-up seq 1")
 	_, err = s.GetMsg(context.Background(), 1)
 	require.NoError(t, err, "and it is still stored")
+}
+
+// straceNATS is a nats-server process (built from the module this
+// repository pins) running under strace, which logs every fsync and
+// fdatasync it makes; fsyncs counts them so far.
+type straceNATS struct {
+	url string
+	log string
+}
+
+func (s *straceNATS) fsyncs(t *testing.T) int {
+	t.Helper()
+	raw, err := os.ReadFile(s.log)
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "fsync(") || strings.Contains(line, "fdatasync(") {
+			n++
+		}
+	}
+	return n
+}
+
+func startStraceNATS(t *testing.T) *straceNATS {
+	t.Helper()
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("strace not installed (CI installs it)")
+		}
+		t.Fatal("strace not installed")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nats-server")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil,
+		"listen: 127.0.0.1:%d\njetstream { store_dir: %q, sync_interval: always }\n", port, filepath.Join(dir, "js")), 0o600))
+	s := &straceNATS{url: fmt.Sprintf("nats://127.0.0.1:%d", port), log: filepath.Join(dir, "strace.log")}
+	cmd := exec.Command(strace, "-f", "-e", "trace=fsync,fdatasync", "-o", s.log, bin, "-c", conf)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		nc, err := nats.Connect(s.url)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	return s
+}
+
+// Counted, not inferred: on nats-server R1 file storage with
+// sync_interval always, each stored message is one fsync; an ack on a
+// work-queue stream is one more (its delete); acks on a limits stream
+// cost next to none (consumer state is flushed on a timer); an atomic
+// batch of n messages a handful, whatever n; a purge one.
+func TestFactFsyncsCountedWithStrace(t *testing.T) {
+	t.Parallel()
+	s := startStraceNATS(t)
+	nc, err := nats.Connect(s.url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	wq := fileStream(t, js, jetstream.StreamConfig{Name: "SW", Retention: jetstream.WorkQueuePolicy})
+	lim := fileStream(t, js, jetstream.StreamConfig{Name: "SL"})
+	fileStream(t, js, jetstream.StreamConfig{Name: "SB", AllowAtomicPublish: true})
+	const n = 300
+	phase := func(name string, do func()) int {
+		time.Sleep(300 * time.Millisecond) // let stream creation's writes settle
+		before := s.fsyncs(t)
+		do()
+		d := s.fsyncs(t) - before
+		t.Logf("%s: %d fsyncs for %d messages", name, d, n)
+		return d
+	}
+	ackAll := func(st jetstream.Stream) {
+		c := durable(t, st, jetstream.ConsumerConfig{Durable: "d", AckWait: 30 * time.Second})
+		for range n {
+			m, _ := next(t, c, 5*time.Second)
+			require.NoError(t, m.DoubleAck(ctx))
+		}
+	}
+	publish := phase("publish", func() { publishN(t, js, "SW.x", n) })
+	require.GreaterOrEqual(t, publish, n, "one per stored message")
+	publishN(t, js, "SL.x", n)
+	wqAcks := phase("work-queue acks", func() { ackAll(wq) })
+	require.GreaterOrEqual(t, wqAcks, n*9/10, "one per ack: the delete")
+	limAcks := phase("limits acks", func() { ackAll(lim) })
+	require.Less(t, limAcks, n/5, "acks on a limits stream are not fsynced one by one")
+	batch := phase("atomic batch", func() {
+		msgs := make([]*nats.Msg, n)
+		for i := range msgs {
+			msgs[i] = batchRecord("SB", "succeeded", fmt.Sprintf("r%d", i))
+		}
+		_, err := streams.PublishAtomic(ctx, nc, msgs)
+		require.NoError(t, err)
+	})
+	require.Less(t, batch, 20, "a batch is fsynced once, not per message")
+	purge := phase("purge", func() { require.NoError(t, lim.Purge(ctx, jetstream.WithPurgeSubject("SL.x"), jetstream.WithPurgeSequence(n))) })
+	require.LessOrEqual(t, purge, 5, "a purge is one fsync, whatever it removes")
 }
