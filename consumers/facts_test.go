@@ -564,6 +564,8 @@ func TestFactFsyncsCountedWithStrace(t *testing.T) {
 		require.NoError(t, err)
 	})
 	require.Less(t, batch, 20, "a batch is fsynced once, not per message")
-	purge := phase("purge", func() { require.NoError(t, lim.Purge(ctx, jetstream.WithPurgeSubject("SL.x"), jetstream.WithPurgeSequence(n))) })
+	purge := phase("purge", func() {
+		require.NoError(t, lim.Purge(ctx, jetstream.WithPurgeSubject("SL.x"), jetstream.WithPurgeSequence(n)))
+	})
 	require.LessOrEqual(t, purge, 5, "a purge is one fsync, whatever it removes")
 }
