@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,9 +45,6 @@ const (
 	// by its create-once check and recognised as ours).
 	batchCommitTimeout = 5 * time.Second
 )
-
-// errBatcherStopped: the runtime stopped; the record is written alone.
-var errBatcherStopped = errors.New("record batcher stopped")
 
 // batchMinVersion is the first nats-server version that fsyncs an atomic
 // batch once (2.12 to 2.14 fsync each of its messages: slower than single
