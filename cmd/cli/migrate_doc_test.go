@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,33 +15,6 @@ import (
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
-
-// docBlock is one fenced code block of a Markdown file.
-type docBlock struct {
-	lang, text string
-	line       int
-}
-
-var docFence = regexp.MustCompile("(?m)^```([a-z]*)\n")
-
-func docBlocks(t *testing.T, path string) []docBlock {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	src := string(raw)
-	var out []docBlock
-	for {
-		loc := docFence.FindStringSubmatchIndex(src)
-		if loc == nil {
-			return out
-		}
-		end := strings.Index(src[loc[1]:], "\n```\n")
-		require.GreaterOrEqual(t, end, 0, "unclosed block in %s", path)
-		line := strings.Count(string(raw[:len(raw)-len(src)+loc[0]]), "\n") + 1
-		out = append(out, docBlock{lang: src[loc[2]:loc[3]], text: src[loc[1] : loc[1]+end+1], line: line})
-		src = src[loc[1]+end+4:]
-	}
-}
 
 // TestDurabilityDocMigrationRuns runs the shell block of docs/durability.md
 // with the personaq binary against a server whose requests stream is a
@@ -69,23 +40,23 @@ func TestDurabilityDocMigrationRuns(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	bs := docBlocks(t, filepath.Join("..", "..", "docs", "durability.md"))
+	bs := testenv.MarkdownBlocks(t, filepath.Join("..", "..", "docs", "durability.md"))
 	ran := 0
 	for i, b := range bs {
-		switch b.lang {
+		switch b.Lang {
 		case "sh":
-			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.text)
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.Text)
 			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "NATS_URL="+n.URL())
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			require.NoError(t, cmd.Run(), "docs/durability.md:%d: %s\n%s", b.line, b.text, stderr.String())
-			require.Less(t, i+1, len(bs), "docs/durability.md:%d: its output block", b.line)
-			require.Equal(t, "text", bs[i+1].lang)
-			require.Equal(t, bs[i+1].text, stdout.String(), "docs/durability.md:%d: the output shown", b.line)
+			require.NoError(t, cmd.Run(), "docs/durability.md:%d: %s\n%s", b.Line, b.Text, stderr.String())
+			require.Less(t, i+1, len(bs), "docs/durability.md:%d: its output block", b.Line)
+			require.Equal(t, "text", bs[i+1].Lang)
+			require.Equal(t, bs[i+1].Text, stdout.String(), "docs/durability.md:%d: the output shown", b.Line)
 			ran++
 		case "text":
 		default:
-			t.Fatalf("docs/durability.md:%d: a %q block no test runs", b.line, b.lang)
+			t.Fatalf("docs/durability.md:%d: a %q block no test runs", b.Line, b.Lang)
 		}
 	}
 	require.Equal(t, 1, ran)
