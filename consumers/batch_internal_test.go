@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -51,6 +52,16 @@ func TestBatchSupport(t *testing.T) {
 	}
 }
 
+// outcomesEnv provisions the default topology on an in-process server and
+// returns its Outcomes.
+func outcomesEnv(t *testing.T) (jetstream.JetStream, Topology, *Outcomes) {
+	t.Helper()
+	js := testenv.StartNATS(t).JetStream(t)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(context.Background(), js, topo, nil))
+	return js, topo, NewOutcomes(js, topo)
+}
+
 func testRecord(req string, outcome schemas.Outcome) *schemas.OutcomeEvent {
 	return &schemas.OutcomeEvent{
 		SchemaVersion: schemas.Version, Outcome: outcome, Persona: "p", RequestID: req,
@@ -65,10 +76,7 @@ func testRecord(req string, outcome schemas.Outcome) *schemas.OutcomeEvent {
 func TestBatchedRecordsKeepCreateOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := testenv.StartNATS(t).JetStream(t)
-	topo := Topology{}.WithDefaults()
-	require.NoError(t, Provision(ctx, js, topo, nil))
-	o := NewOutcomes(js, topo)
+	js, topo, o := outcomesEnv(t)
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	o.useBatches(ctx, &log)
 	require.NotNil(t, o.batcher(), "an in-process 2.15 server batches")
@@ -142,10 +150,7 @@ func TestBatchedRecordsKeepCreateOnce(t *testing.T) {
 func TestBatchCommitFallsBackRecordByRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := testenv.StartNATS(t).JetStream(t)
-	topo := Topology{}.WithDefaults()
-	require.NoError(t, Provision(ctx, js, topo, nil))
-	o := NewOutcomes(js, topo)
+	js, topo, o := outcomesEnv(t)
 	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
 	pending := func(req string) *pendingRecord {
 		msg, filter, err := o.recordMsg(testRecord(req, schemas.OutcomeSucceeded))
@@ -194,16 +199,14 @@ func TestBatchCommitFallsBackRecordByRecord(t *testing.T) {
 func TestNoBatchesWithoutAllowAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := testenv.StartNATS(t).JetStream(t)
-	topo := Topology{}.WithDefaults()
-	require.NoError(t, Provision(ctx, js, topo, nil))
+	js, topo, _ := outcomesEnv(t)
 	s, err := js.Stream(ctx, topo.OutcomesStream)
 	require.NoError(t, err)
 	cfg := s.CachedInfo().Config
 	cfg.AllowAtomicPublish = false
 	_, err = js.UpdateStream(ctx, cfg)
 	require.NoError(t, err)
-	o := NewOutcomes(js, topo)
+	o := NewOutcomes(js, topo) // a fresh one: the stream config is read once
 	var buf lockedBuffer
 	log := zerolog.New(&buf)
 	o.useBatches(ctx, &log)
