@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers"
@@ -54,7 +55,7 @@ func benchRaw(b *testing.B, e *benchEnv, n int, mode benchAckMode) time.Duration
 		b.Fatal(err)
 	}
 	e.benchPublish(b, topo, benchRequests(b, n))
-	js := e.nats.JetStream(b) // the loop's own connection, as a replica has
+	js := e.benchJS(b) // the loop's own connection, as a replica has
 
 	var acked, failed atomic.Int64
 	done := make(chan struct{})
@@ -142,7 +143,7 @@ func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool, mods ...fu
 		return handlers.Result{}, nil
 	})
 	cfg := consumers.Config{
-		JetStream: e.nats.JetStream(b), Topology: topo, Logger: benchLogger(), WithoutLedger: !withLedger,
+		JetStream: e.benchJS(b), Topology: topo, Logger: benchLogger(), WithoutLedger: !withLedger,
 		Personas: []consumers.Persona{{
 			Name: benchPersona, Handler: h, Policy: benchPolicy(10 * time.Second),
 			Concurrency: benchSlots, MaxReplicas: benchReplicas, AckWait: benchAckWait,
@@ -274,6 +275,43 @@ func BenchmarkPipelineRatio(b *testing.B) {
 			b.ReportMetric(float64(redeliveries), "redeliveries")
 		})
 	}
+}
+
+// BenchmarkPipelineFsyncs counts, with strace on a nats-server process
+// (R1, file storage, sync_interval always), the fsyncs the server makes per
+// request while the raw work-queue DoubleAck loop, the runtime on a
+// work-queue requests stream and the runtime on its limits stream consume
+// benchRatioN requests (ledger off): a figure the machine's load does not
+// move, unlike msgs/s.
+//
+//	go test -run='^$' -bench='^BenchmarkPipelineFsyncs$' -benchtime=1x ./consumers/
+func BenchmarkPipelineFsyncs(b *testing.B) {
+	s := startStraceNATS(b)
+	nc, err := nats.Connect(s.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &benchEnv{js: js, url: s.url}
+	count := func(run func()) float64 {
+		before := s.fsyncs(b)
+		run()
+		return float64(s.fsyncs(b)-before) / benchRatioN
+	}
+	onWorkQueue := func(c *consumers.Config) { e.benchWorkQueue(b, c.Topology) }
+	var raw, wq, lim float64
+	for range b.N {
+		raw += count(func() { benchRaw(b, e, benchRatioN, benchDoubleAck) })
+		wq += count(func() { benchPipeline(b, e, benchRatioN, false, onWorkQueue) })
+		lim += count(func() { benchPipeline(b, e, benchRatioN, false) })
+	}
+	b.ReportMetric(raw/float64(b.N), "raw_workqueue_doubleack_fsyncs/req")
+	b.ReportMetric(wq/float64(b.N), "runtime_workqueue_fsyncs/req")
+	b.ReportMetric(lim/float64(b.N), "runtime_limits_fsyncs/req")
 }
 
 // benchLatenessDelay is the delay the failing first attempt asks for.

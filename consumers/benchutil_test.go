@@ -62,6 +62,27 @@ type benchEnv struct {
 	runs  atomic.Int64
 	// storage of every stream the runs create. Default: file.
 	storage jetstream.StorageType
+	// url, when set, is a nats-server process the runs use instead of nats.
+	url string
+}
+
+// benchJS is a JetStream context on a connection of its own to the
+// benchmark's server: testenv's, or the external one at e.url.
+func (e *benchEnv) benchJS(b *testing.B) jetstream.JetStream {
+	b.Helper()
+	if e.url == "" {
+		return e.nats.JetStream(b)
+	}
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js
 }
 
 func newBenchEnv(b *testing.B, withRedis bool) *benchEnv {

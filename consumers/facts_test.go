@@ -468,7 +468,7 @@ type straceNATS struct {
 	log string
 }
 
-func (s *straceNATS) fsyncs(t *testing.T) int {
+func (s *straceNATS) fsyncs(t testing.TB) int {
 	t.Helper()
 	raw, err := os.ReadFile(s.log)
 	require.NoError(t, err)
@@ -481,7 +481,7 @@ func (s *straceNATS) fsyncs(t *testing.T) int {
 	return n
 }
 
-func startStraceNATS(t *testing.T) *straceNATS {
+func startStraceNATS(t testing.TB) *straceNATS {
 	t.Helper()
 	strace, err := exec.LookPath("strace")
 	if err != nil {
