@@ -41,7 +41,7 @@ func FindOpen(ctx context.Context, js jetstream.JetStream, t Topology, match fun
 		return nil, nil
 	}
 	if info.Config.Retention == jetstream.LimitsPolicy {
-		first = max(first, unackedFrom(ctx, s)) // acked requests wait there for the trimmer
+		first = max(first, unackedFrom(ctx, js, t, s)) // acked requests wait there for the trimmer
 	}
 	parts := make([][]OpenRequest, findWorkers)
 	errs := make([]error, findWorkers)
@@ -144,9 +144,13 @@ func CancelAll(ctx context.Context, js jetstream.JetStream, t Topology, open []O
 
 // unackedFrom is the lowest sequence above every consumer's ack floor on a
 // limits-retention requests stream: below it every request was acked (or
-// given up) and waits only to be trimmed. 0 when it cannot be read (the
-// whole stream is read then).
-func unackedFrom(ctx context.Context, s jetstream.Stream) uint64 {
+// given up) and waits only to be trimmed. 0 (the whole stream is read)
+// when it cannot be read, or when requests wait on a subject no consumer
+// serves (no ack floor covers them).
+func unackedFrom(ctx context.Context, js jetstream.JetStream, t Topology, s jetstream.Stream) uint64 {
+	if unserved, err := UnservedRequests(ctx, js, t); err != nil || len(unserved) > 0 {
+		return 0
+	}
 	var from uint64
 	first := true
 	l := s.ListConsumers(ctx)

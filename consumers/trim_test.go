@@ -87,3 +87,46 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 		})
 	}
 }
+
+// On a limits-retention requests stream FindOpen skips the requests every
+// consumer acked (they wait only for the trimmer) and still finds an open
+// request on a subject no consumer serves.
+func TestFindOpenSkipsAckedRequestsOnALimitsStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := testenv.StartNATS(t).JetStream(t)
+	topo := consumers.Topology{}.WithDefaults()
+	require.NoError(t, consumers.Provision(ctx, js, topo, []consumers.ConsumerSpec{{Persona: "p", AckWait: 5 * time.Second, MaxAckPending: 8}}))
+	publish := func(persona string) string {
+		req := schemas.NewRequest("t-open", "main", persona)
+		_, err := consumers.PublishRequest(ctx, js, topo, req)
+		require.NoError(t, err)
+		return req.RequestID
+	}
+	for range 3 {
+		publish("p")
+	}
+	c, err := js.Consumer(ctx, topo.RequestsStream, consumers.Durable("p"))
+	require.NoError(t, err)
+	b, err := c.Fetch(3, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	for m := range b.Messages() {
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+	open := publish("p")
+	all := func(*schemas.PersonaRequest) bool { return true }
+	found, err := consumers.FindOpen(ctx, js, topo, all)
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	require.Equal(t, open, found[0].Request.RequestID)
+
+	ghost := publish("ghost") // no consumer: no ack floor covers it
+	found, err = consumers.FindOpen(ctx, js, topo, all)
+	require.NoError(t, err)
+	var ids []string
+	for _, o := range found {
+		ids = append(ids, o.Request.RequestID)
+	}
+	require.Contains(t, ids, open)
+	require.Contains(t, ids, ghost)
+}
