@@ -69,8 +69,10 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 			t.Parallel()
 			js := testenv.StartNATS(t).JetStream(t)
 			topo := consumers.Topology{}.WithDefaults()
-			if tc.old {
+			if tc.old { // as an earlier version provisioned them
 				_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy})
+				require.NoError(t, err)
+				_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.OutcomesStream, Subjects: []string{topo.OutcomesPrefix + ".>"}, MaxAge: topo.OutcomesMaxAge})
 				require.NoError(t, err)
 			}
 			require.NoError(t, consumers.Provision(ctx, js, topo, nil))
@@ -80,7 +82,7 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 			require.Equal(t, tc.want, ret)
 			out, err := js.Stream(ctx, topo.OutcomesStream)
 			require.NoError(t, err)
-			require.True(t, out.CachedInfo().Config.AllowAtomicPublish)
+			require.True(t, out.CachedInfo().Config.AllowAtomicPublish, "turned on in place on an earlier stream")
 			att, err := js.Stream(ctx, topo.AttemptsStream)
 			require.NoError(t, err)
 			require.Equal(t, jetstream.MemoryStorage, att.CachedInfo().Config.Storage)
