@@ -62,6 +62,27 @@ type benchEnv struct {
 	runs  atomic.Int64
 	// storage of every stream the runs create. Default: file.
 	storage jetstream.StorageType
+	// url, when set, is a nats-server process the runs use instead of nats.
+	url string
+}
+
+// benchJS is a JetStream context on a connection of its own to the
+// benchmark's server: testenv's, or the external one at e.url.
+func (e *benchEnv) benchJS(b *testing.B) jetstream.JetStream {
+	b.Helper()
+	if e.url == "" {
+		return e.nats.JetStream(b)
+	}
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js
 }
 
 func newBenchEnv(b *testing.B, withRedis bool) *benchEnv {
@@ -238,8 +259,49 @@ func (e *benchEnv) benchStreamMsgs(b *testing.B, stream string) uint64 {
 	return info.State.Msgs
 }
 
+// benchUnsettled is how many messages of stream are not settled: all it
+// holds for a work queue (an ack deletes), the persona consumers' pending
+// and unacknowledged ones for limits retention (acked messages stay until
+// trimmed).
+func (e *benchEnv) benchUnsettled(b *testing.B, stream string) uint64 {
+	b.Helper()
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		b.Fatalf("stream %s: %v", stream, err)
+	}
+	if s.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+		return s.CachedInfo().State.Msgs
+	}
+	var n uint64
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		n += ci.NumPending + uint64(ci.NumAckPending)
+	}
+	if err := l.Err(); err != nil {
+		b.Fatalf("stream %s: consumers: %v", stream, err)
+	}
+	return n
+}
+
+// benchWorkQueue creates topo's requests stream with work-queue retention,
+// before Provision (which keeps a work queue it finds): the raw loop's
+// stream, where each ack is a stored delete.
+func (e *benchEnv) benchWorkQueue(b *testing.B, topo consumers.Topology) {
+	b.Helper()
+	_, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
+		Storage: topo.Storage, Replicas: topo.Replicas, Duplicates: topo.DuplicateWindow, Description: "personaq persona requests",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // benchWaitEmpty waits for done (the handler or ack loop has seen every
-// message), then until the work-queue stream is empty (every ack stored).
+// message), then until the requests stream has nothing unsettled (every
+// ack applied on the server: a work queue empty, a limits stream's
+// consumer with nothing pending).
 // It polls stream info every millisecond, only in that tail.
 func (e *benchEnv) benchWaitEmpty(b *testing.B, stream string, done <-chan struct{}, progress func() string) {
 	b.Helper()
@@ -252,11 +314,11 @@ func (e *benchEnv) benchWaitEmpty(b *testing.B, stream string, done <-chan struc
 	}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for e.benchStreamMsgs(b, stream) != 0 {
+	for e.benchUnsettled(b, stream) != 0 {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			b.Fatalf("stream %s not empty after %s: %s", stream, benchDeadline, progress())
+			b.Fatalf("stream %s not settled after %s: %s", stream, benchDeadline, progress())
 		}
 	}
 }

@@ -6,6 +6,11 @@ package consumers_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/integration/testenv"
 )
@@ -280,4 +286,286 @@ func mustMeta(t *testing.T, m jetstream.Msg) *jetstream.MsgMetadata {
 	md, err := m.Metadata()
 	require.NoError(t, err)
 	return md
+}
+
+// fileStream creates a file-storage stream (the server's default, and
+// testenv syncs every write) named name on subjects name.>, as cfg says.
+func fileStream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) jetstream.Stream {
+	t.Helper()
+	cfg.Subjects = []string{cfg.Name + ".>"}
+	cfg.Storage = jetstream.FileStorage
+	s, err := js.CreateStream(context.Background(), cfg)
+	require.NoError(t, err)
+	return s
+}
+
+// An ack on a limits-retention stream keeps the message stored and
+// advances the consumer's ack floor: the request stream's acks write no
+// delete marker (no fsync), and the trimmer learns from the ack floor what
+// may be purged.
+func TestFactAckOnLimitsStreamKeepsMessageAndAdvancesAckFloor(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F10", Retention: jetstream.LimitsPolicy})
+	c := durable(t, s, jetstream.ConsumerConfig{Durable: "d", AckWait: 5 * time.Second, FilterSubject: "F10.p"})
+	publishN(t, js, "F10.p", 3)
+	for range 2 {
+		m, _ := next(t, c, time.Second)
+		require.NoError(t, m.DoubleAck(context.Background()))
+	}
+	ci, err := c.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, ci.AckFloor.Stream, "the ack floor is the last acked sequence")
+	si, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, si.State.Msgs, "acked messages stay stored")
+}
+
+// A purge with a subject filter and a sequence removes that subject's
+// messages below the sequence and keeps everything at or after it, and
+// every other subject: the trimmer's one call per persona.
+func TestFactPurgeBySubjectUpToSequenceKeepsTheRest(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F11", Retention: jetstream.LimitsPolicy})
+	for range 4 { // a at 1,3,5,7; b at 2,4,6,8
+		publishN(t, js, "F11.a", 1)
+		publishN(t, js, "F11.b", 1)
+	}
+	require.NoError(t, s.Purge(context.Background(), jetstream.WithPurgeSubject("F11.a"), jetstream.WithPurgeSequence(5)))
+	var kept []uint64
+	for seq := uint64(1); seq <= 8; seq++ {
+		if _, err := s.GetMsg(context.Background(), seq); err == nil {
+			kept = append(kept, seq)
+		} else {
+			require.ErrorIs(t, err, jetstream.ErrMsgNotFound)
+		}
+	}
+	require.Equal(t, []uint64{2, 4, 5, 6, 7, 8}, kept)
+}
+
+// batchRecord is a terminal-record-shaped message for the batch facts: a
+// create-once expectation on the request's wildcard subject.
+func batchRecord(stream, outcome, req string) *nats.Msg {
+	m := nats.NewMsg(fmt.Sprintf("%s.%s.p.%s", stream, outcome, req))
+	m.Data = []byte(outcome)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, fmt.Sprintf("%s.*.*.%s", stream, req))
+	return m
+}
+
+// An atomic batch commits all or nothing, and one failed create-once
+// expectation rejects the whole batch with the single publish's error
+// code: the batcher falls back to per-record writes so one duplicate never
+// fails the others.
+func TestFactAtomicBatchIsAllOrNothingUnderCreateOnce(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F12", AllowAtomicPublish: true})
+	ctx := context.Background()
+	ack, err := streams.PublishAtomic(ctx, js.Conn(), []*nats.Msg{
+		batchRecord("F12", "succeeded", "r1"), batchRecord("F12", "succeeded", "r2"), batchRecord("F12", "quarantined", "r3"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, ack.BatchSize)
+	require.EqualValues(t, 3, ack.Sequence)
+
+	_, err = streams.PublishAtomic(ctx, js.Conn(), []*nats.Msg{
+		batchRecord("F12", "succeeded", "r4"), batchRecord("F12", "cancelled", "r2"), batchRecord("F12", "succeeded", "r5"),
+	})
+	var apiErr *jetstream.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, jetstream.JSErrCodeStreamWrongLastSequence, apiErr.ErrorCode, "the duplicate's own error, for the whole batch")
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, info.State.Msgs, "nothing of the rejected batch is stored")
+	_, err = s.GetLastMsgForSubject(ctx, "F12.*.*.r4")
+	require.ErrorIs(t, err, jetstream.ErrMsgNotFound)
+}
+
+// Inside one batch the server checks an expectation on a subject once and
+// reuses the answer (server/jetstream_batching.go, expectedPerSubject): two
+// records of the same request in one batch are both stored. The batcher
+// must never put two records of one request in the same batch.
+func TestFactAtomicBatchDoesNotCheckOneRequestTwice(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F13", AllowAtomicPublish: true})
+	_, err := streams.PublishAtomic(context.Background(), js.Conn(), []*nats.Msg{
+		batchRecord("F13", "succeeded", "r1"), batchRecord("F13", "cancelled", "r1"),
+	})
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, info.State.Msgs, "two terminal records of one request: why the batcher keeps one per batch")
+}
+
+// A stream without allow_atomic refuses a batch with its own error code
+// (the commit is checked before anything else), and stores nothing.
+func TestFactAtomicBatchRefusedWithoutAllowAtomic(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F14"})
+	_, err := streams.PublishAtomic(context.Background(), js.Conn(), []*nats.Msg{
+		batchRecord("F14", "succeeded", "r1"), batchRecord("F14", "succeeded", "r2"),
+	})
+	require.True(t, streams.IsAPIError(err, streams.ErrCodeAtomicPublishDisabled), "got %v", err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs)
+}
+
+// A work-queue stream's retention cannot be changed in place (server
+// stream.go: "can not change retention policy to/from workqueue"): an
+// existing deployment's request stream moves to limits retention by
+// migration, never by an update.
+func TestFactWorkQueueRetentionCannotChangeInPlace(t *testing.T) {
+	t.Parallel()
+	js, s := factStream(t, "F15", jetstream.WorkQueuePolicy)
+	cfg := s.CachedInfo().Config
+	cfg.Retention = jetstream.LimitsPolicy
+	_, err := js.UpdateStream(context.Background(), cfg)
+	require.True(t, streams.IsAPIError(err, streams.ErrCodeStreamInvalidConfig), "got %v", err)
+}
+
+// On a limits stream the ack floor also moves past a message given up at
+// MaxDeliver, which nobody acked and which is still stored (server
+// consumer.go, hasMaxDeliveries → moveAckFloor). So the ack floor alone
+// does not say "handled": the trimmer keeps every message whose
+// MAX_DELIVERIES advisory still waits for the quarantine listener.
+func TestFactAckFloorPassesMessagesGivenUpAtMaxDeliver(t *testing.T) {
+	t.Parallel()
+	js := testenv.StartNATS(t).JetStream(t)
+	s := fileStream(t, js, jetstream.StreamConfig{Name: "F16", Retention: jetstream.LimitsPolicy})
+	c := durable(t, s, jetstream.ConsumerConfig{Durable: "d", AckWait: 200 * time.Millisecond, MaxDeliver: 1})
+	publishN(t, js, "F16.p", 2)
+	_, _ = next(t, c, time.Second) // seq 1: never acked
+	m, _ := next(t, c, time.Second)
+	require.NoError(t, m.DoubleAck(context.Background()))
+	require.Eventually(t, func() bool {
+		// A pull makes the server look at its redeliveries, where it finds
+		// seq 1 past MaxDeliver.
+		_, _ = c.Next(jetstream.FetchMaxWait(50 * time.Millisecond))
+		ci, err := c.Info(context.Background())
+		return err == nil && ci.NumAckPending == 0
+	}, 5*time.Second, 20*time.Millisecond, "seq 1 given up")
+	publishN(t, js, "F16.p", 1)
+	m, _ = next(t, c, time.Second)
+	require.NoError(t, m.DoubleAck(context.Background()))
+	ci, err := c.Info(context.Background())
+	require.NoError(t, err)
+	t.Logf("floor %+v", ci.AckFloor)
+	require.EqualValues(t, 3, ci.AckFloor.Stream, "the next ack moves the floor past the given-up seq 1")
+	_, err = s.GetMsg(context.Background(), 1)
+	require.NoError(t, err, "and it is still stored")
+}
+
+// straceNATS is a nats-server process (built from the module this
+// repository pins) running under strace, which logs every fsync and
+// fdatasync it makes; fsyncs counts them so far.
+type straceNATS struct {
+	url string
+	log string
+}
+
+func (s *straceNATS) fsyncs(t testing.TB) int {
+	t.Helper()
+	raw, err := os.ReadFile(s.log)
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "fsync(") || strings.Contains(line, "fdatasync(") {
+			n++
+		}
+	}
+	return n
+}
+
+func startStraceNATS(t testing.TB) *straceNATS {
+	t.Helper()
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("strace not installed (CI installs it)")
+		}
+		t.Fatal("strace not installed")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nats-server")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	conf := filepath.Join(dir, "nats.conf")
+	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil,
+		"listen: 127.0.0.1:%d\njetstream { store_dir: %q, sync_interval: always }\n", port, filepath.Join(dir, "js")), 0o600))
+	s := &straceNATS{url: fmt.Sprintf("nats://127.0.0.1:%d", port), log: filepath.Join(dir, "strace.log")}
+	cmd := exec.Command(strace, "-f", "-e", "trace=fsync,fdatasync", "-o", s.log, bin, "-c", conf)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		nc, err := nats.Connect(s.url)
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	return s
+}
+
+// Counted, not inferred: on nats-server R1 file storage with
+// sync_interval always, each stored message is one fsync; an ack on a
+// work-queue stream is one more (its delete); acks on a limits stream
+// cost next to none (consumer state is flushed on a timer); an atomic
+// batch of n messages a handful, whatever n; a purge one.
+func TestFactFsyncsCountedWithStrace(t *testing.T) {
+	t.Parallel()
+	s := startStraceNATS(t)
+	nc, err := nats.Connect(s.url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	wq := fileStream(t, js, jetstream.StreamConfig{Name: "SW", Retention: jetstream.WorkQueuePolicy})
+	lim := fileStream(t, js, jetstream.StreamConfig{Name: "SL"})
+	fileStream(t, js, jetstream.StreamConfig{Name: "SB", AllowAtomicPublish: true})
+	const n = 300
+	phase := func(name string, do func()) int {
+		time.Sleep(300 * time.Millisecond) // let stream creation's writes settle
+		before := s.fsyncs(t)
+		do()
+		d := s.fsyncs(t) - before
+		t.Logf("%s: %d fsyncs for %d messages", name, d, n)
+		return d
+	}
+	ackAll := func(st jetstream.Stream) {
+		c := durable(t, st, jetstream.ConsumerConfig{Durable: "d", AckWait: 30 * time.Second})
+		for range n {
+			m, _ := next(t, c, 5*time.Second)
+			require.NoError(t, m.DoubleAck(ctx))
+		}
+	}
+	publish := phase("publish", func() { publishN(t, js, "SW.x", n) })
+	require.GreaterOrEqual(t, publish, n, "one per stored message")
+	publishN(t, js, "SL.x", n)
+	wqAcks := phase("work-queue acks", func() { ackAll(wq) })
+	require.GreaterOrEqual(t, wqAcks, n*9/10, "one per ack: the delete")
+	limAcks := phase("limits acks", func() { ackAll(lim) })
+	require.Less(t, limAcks, n/5, "acks on a limits stream are not fsynced one by one")
+	batch := phase("atomic batch", func() {
+		msgs := make([]*nats.Msg, n)
+		for i := range msgs {
+			msgs[i] = batchRecord("SB", "succeeded", fmt.Sprintf("r%d", i))
+		}
+		_, err := streams.PublishAtomic(ctx, nc, msgs)
+		require.NoError(t, err)
+	})
+	require.Less(t, batch, 20, "a batch is fsynced once, not per message")
+	purge := phase("purge", func() {
+		require.NoError(t, lim.Purge(ctx, jetstream.WithPurgeSubject("SL.x"), jetstream.WithPurgeSequence(n)))
+	})
+	require.LessOrEqual(t, purge, 5, "a purge is one fsync, whatever it removes")
 }

@@ -183,14 +183,12 @@ func (h *harness) quarantined(seq uint64) *schemas.QuarantineRecord {
 	return rec
 }
 
-// requestsLeft is how many messages remain in the work-queue stream.
+// requestsLeft is how many requests are not settled yet.
 func (h *harness) requestsLeft() uint64 {
 	h.t.Helper()
-	s, err := h.js.Stream(context.Background(), h.topo.RequestsStream)
+	n, err := consumers.Unsettled(context.Background(), h.js, h.topo)
 	require.NoError(h.t, err)
-	info, err := s.Info(context.Background())
-	require.NoError(h.t, err)
-	return info.State.Msgs
+	return n
 }
 
 // calls records every handler invocation.

@@ -52,7 +52,11 @@ func (o *outageRule) pass(ctx context.Context, persona string) {
 	if err != nil {
 		return
 	}
-	o.r.readWaiting(ctx, s, persona, info.State.FirstSeq, func(raw *jetstream.RawStreamMsg) {
+	from := info.State.FirstSeq
+	if c, err := o.r.js.Consumer(ctx, o.r.topo.RequestsStream, Durable(persona)); err == nil && info.Config.Retention == jetstream.LimitsPolicy {
+		from = max(from, c.CachedInfo().AckFloor.Stream+1) // below: acked, waiting to be trimmed
+	}
+	o.r.readWaiting(ctx, s, persona, from, func(raw *jetstream.RawStreamMsg) {
 		if o.told[raw.Sequence] != waitEnded {
 			o.told[raw.Sequence] = o.r.tellWaiting(ctx, persona, raw, o.told[raw.Sequence])
 		}

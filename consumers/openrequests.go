@@ -40,6 +40,9 @@ func FindOpen(ctx context.Context, js jetstream.JetStream, t Topology, match fun
 	if info.State.Msgs == 0 {
 		return nil, nil
 	}
+	if info.Config.Retention == jetstream.LimitsPolicy {
+		first = max(first, unackedFrom(ctx, js, t, s)) // acked requests wait there for the trimmer
+	}
 	parts := make([][]OpenRequest, findWorkers)
 	errs := make([]error, findWorkers)
 	span := (last - first + findWorkers) / findWorkers
@@ -137,4 +140,27 @@ func CancelAll(ctx context.Context, js jetstream.JetStream, t Topology, open []O
 	}
 	wg.Wait()
 	return recs, errs
+}
+
+// unackedFrom is the lowest sequence above every consumer's ack floor on a
+// limits-retention requests stream: below it every request was acked (or
+// given up) and waits only to be trimmed. 0 (the whole stream is read)
+// when it cannot be read, or when requests wait on a subject no consumer
+// serves (no ack floor covers them).
+func unackedFrom(ctx context.Context, js jetstream.JetStream, t Topology, s jetstream.Stream) uint64 {
+	if unserved, err := UnservedRequests(ctx, js, t); err != nil || len(unserved) > 0 {
+		return 0
+	}
+	var from uint64
+	first := true
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if first || ci.AckFloor.Stream+1 < from {
+			from, first = ci.AckFloor.Stream+1, false
+		}
+	}
+	if l.Err() != nil && !errors.Is(l.Err(), jetstream.ErrEndOfData) {
+		return 0
+	}
+	return from
 }

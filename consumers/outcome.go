@@ -38,6 +38,9 @@ type Outcomes struct {
 	mu      sync.Mutex
 	stream  jetstream.Stream
 	outputs jetstream.ObjectStore
+	// batch commits records of concurrent completions together (batch.go);
+	// nil: each record is written alone.
+	batch *recordBatcher
 }
 
 // NewOutcomes returns an Outcomes on t's outcomes stream and outputs bucket.
@@ -74,16 +77,17 @@ func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 // create stores ev as the request's terminal record unless one exists.
 // It returns the record that stands and whether it is ev.
 func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
-	data, err := schemas.MarshalOutcome(ev)
+	msg, filter, err := s.recordMsg(ev)
 	if err != nil {
-		return nil, false, fmt.Errorf("encode terminal record: %w", err)
+		return nil, false, err
 	}
-	msg := &nats.Msg{Subject: s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID), Data: data}
-	// Repeated while a cluster fails over, so completed work is recorded
-	// after the failover instead of released and run again.
-	opts := make([]jetstream.PublishOpt, 0, 1+len(leaderWait))
-	opts = append(opts, jetstream.WithExpectLastSequenceForSubject(0, s.topo.OutcomeFilter(ev.RequestID)))
-	_, err = s.js.PublishMsg(ctx, msg, append(opts, leaderWait...)...)
+	if b := s.batcher(); b != nil {
+		err = b.write(ctx, msg, filter)
+	} else {
+		// Repeated while a cluster fails over, so completed work is
+		// recorded after the failover instead of released and run again.
+		_, err = s.js.PublishMsg(ctx, msg, leaderWait...)
+	}
 	if err == nil {
 		return ev, true, nil
 	}
@@ -94,7 +98,24 @@ func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schem
 	if err != nil {
 		return nil, false, fmt.Errorf("read terminal record of %s after a refused write: %w", ev.RequestID, err)
 	}
-	return stored, false, nil
+	// A batch whose commit timed out may have stored this very record
+	// before it was written again alone: that one is ours.
+	return stored, sameRecord(stored, ev), nil
+}
+
+// recordMsg is ev's message, with its create-once expectation: no record
+// yet on any outcome subject of the request (filter).
+func (s *Outcomes) recordMsg(ev *schemas.OutcomeEvent) (msg *nats.Msg, filter string, err error) {
+	data, err := schemas.MarshalOutcome(ev)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode terminal record: %w", err)
+	}
+	msg = nats.NewMsg(s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID))
+	msg.Data = data
+	filter = s.topo.OutcomeFilter(ev.RequestID)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, filter)
+	return msg, filter, nil
 }
 
 // leaderWait are the options that repeat a terminal record write while a
@@ -183,4 +204,10 @@ func asJSON(out []byte) []byte {
 	}
 	b, _ := json.Marshal(string(out))
 	return b
+}
+
+// sameRecord reports whether stored is ev, written by this call.
+func sameRecord(stored, ev *schemas.OutcomeEvent) bool {
+	return stored.Outcome == ev.Outcome && stored.Persona == ev.Persona && stored.Attempts == ev.Attempts &&
+		stored.At.Equal(ev.At) && stored.RequestDigest == ev.RequestDigest
 }

@@ -65,6 +65,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, specs []
 // replica creates a consumer on it; the others are read first and updated
 // only when a field differs (streams.Ensure).
 func ensureStream(ctx context.Context, js jetstream.JetStream, t Topology, cfg jetstream.StreamConfig) error {
+	if cfg.Name == t.RequestsStream {
+		cfg.Retention = keptRetention(ctx, js, cfg)
+	}
 	if cfg.Name != t.QuarantineStream {
 		return streams.Ensure(ctx, js, cfg)
 	}
@@ -101,7 +104,10 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 		}
 	}
 	req := base(t.RequestsStream, t.RequestsPrefix)
-	req.Retention = jetstream.WorkQueuePolicy
+	// Limits retention: an ack writes nothing (a work queue's ack is a
+	// fsynced delete marker); the trimmer purges what every ack covers
+	// (trim.go). No MaxAge: an unacknowledged request is never dropped.
+	req.Retention = jetstream.LimitsPolicy
 	req.Description = "personaq persona requests"
 	q := base(t.QuarantineStream, t.QuarantinePrefix)
 	q.Retention = jetstream.LimitsPolicy
@@ -109,6 +115,9 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	out := base(t.OutcomesStream, t.OutcomesPrefix)
 	out.MaxAge = t.OutcomesMaxAge
 	out.Description = "personaq terminal records: one per request, written once"
+	// Records of concurrent completions are committed as one atomic batch:
+	// one fsync for the batch (batch.go).
+	out.AllowAtomicPublish = true
 	att := base(t.AttemptsStream, t.AttemptsPrefix)
 	att.MaxAge = t.AttemptsMaxAge
 	// Attempt events are for watching, not a record: memory storage keeps
@@ -140,4 +149,28 @@ func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, 
 		return fmt.Errorf("provision consumer %s: %w", Durable(s.Persona), err)
 	}
 	return nil
+}
+
+// keptRetention is the retention the requests stream is provisioned with:
+// an existing work-queue stream stays one, since the server cannot change
+// a work queue's retention in place (see docs/durability.md for the
+// migration); everything else gets cfg's.
+func keptRetention(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) jetstream.RetentionPolicy {
+	s, err := js.Stream(ctx, cfg.Name)
+	if err == nil && s.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
+		return jetstream.WorkQueuePolicy
+	}
+	return cfg.Retention
+}
+
+// RequestRetention reads the retention of t's requests stream: limits on
+// a deployment provisioned by this version, work queue on one provisioned
+// before and not migrated yet.
+func RequestRetention(ctx context.Context, js jetstream.JetStream, t Topology) (jetstream.RetentionPolicy, error) {
+	t = t.WithDefaults()
+	s, err := js.Stream(ctx, t.RequestsStream)
+	if err != nil {
+		return 0, fmt.Errorf("requests stream %s: %w", t.RequestsStream, err)
+	}
+	return s.CachedInfo().Config.Retention, nil
 }

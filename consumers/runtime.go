@@ -125,6 +125,8 @@ type Runtime struct {
 	ledger   Ledger
 	dlq      *dlq.Writer
 	outcomes *Outcomes
+	// plainAck: the requests stream has limits retention (durability.go).
+	plainAck bool
 	personas map[string]*personaRuntime
 	presets  func(string) (retry.Policy, error)
 	now      func() time.Time
@@ -295,6 +297,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
+	stopDurability, err := r.startDurability(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopDurability()
 	if r.ledger != nil {
 		ectx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 		r.health.ledgerResult(r.refreshEpoch(ectx))
@@ -364,7 +371,7 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, SettleInline: true, Logger: &r.log,
-			StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p),
+			PlainAck: r.plainAck, StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -100,9 +100,17 @@ func (l *AdvisoryListener) stuck(ctx context.Context, s jetstream.Stream, info *
 	if len(filters) == 0 {
 		filters = []string{">"}
 	}
+	// On a limits-retention stream acked messages stay until trimmed, so
+	// only what lies above the ack floor can be a given-up message the
+	// sweep may take (those below wait for their advisory, which the
+	// trimmer keeps them for); a work queue holds no acked message.
+	from := uint64(1)
+	if s.CachedInfo().Config.Retention == jetstream.LimitsPolicy {
+		from = info.AckFloor.Stream + 1
+	}
 	var out []Advisory
 	for _, f := range filters {
-		for seq := uint64(1); seq <= info.Delivered.Stream; {
+		for seq := from; seq <= info.Delivered.Stream; {
 			m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(f))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				break

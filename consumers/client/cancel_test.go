@@ -112,12 +112,10 @@ func TestCancelTaskAcrossPersonas(t *testing.T) {
 	require.Equal(t, "wf-other", <-runs)
 }
 
-// requestsLeft is how many messages the requests stream holds.
+// requestsLeft is how many requests are not settled yet.
 func (e *env) requestsLeft() uint64 {
 	e.t.Helper()
-	s, err := e.js.Stream(context.Background(), consumers.Topology{}.WithDefaults().RequestsStream)
+	n, err := consumers.Unsettled(context.Background(), e.js, consumers.Topology{})
 	require.NoError(e.t, err)
-	info, err := s.Info(context.Background())
-	require.NoError(e.t, err)
-	return info.State.Msgs
+	return n
 }

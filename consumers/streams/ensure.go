@@ -54,7 +54,8 @@ func Covers(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage &&
 		max(have.Replicas, 1) == max(want.Replicas, 1) &&
 		have.MaxAge == want.MaxAge &&
-		(want.Duplicates == 0 || have.Duplicates == want.Duplicates)
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
+		(!want.AllowAtomicPublish || have.AllowAtomicPublish)
 }
 
 func sorted(s []string) []string {

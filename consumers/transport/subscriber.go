@@ -46,6 +46,12 @@ type Config struct {
 	// msg.Ack() is then enough). A message its consumer never settles is
 	// released at Close.
 	SettleInline bool
+	// PlainAck sends an ack without waiting for the server's reply. For a
+	// limits-retention stream whose acks follow a stored, confirmed
+	// terminal record: such an ack writes nothing on the server, and one
+	// lost costs a redelivery that settles from the record, not a second
+	// run. Terms and naks are still confirmed. Default: acks confirmed.
+	PlainAck bool
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
 	// StaleSettle, when set, is called for every settle refused because the

@@ -364,6 +364,12 @@ func (s *subscription) ack(wm *message.Message, m jetstream.Msg, c *claim) {
 		}
 		return
 	}
+	if s.cfg.PlainAck {
+		if err := m.Ack(); err != nil {
+			s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not sent; the message will be redelivered and settled from its terminal record")
+		}
+		return
+	}
 	if err := s.confirm(m, c, []byte("+ACK")); err != nil {
 		s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not confirmed; the message may be redelivered")
 	}
@@ -396,6 +402,10 @@ func (s *subscription) close() {
 			s.releaseUnsettled()
 		}
 		s.settleWG.Wait()
+		if s.cfg.PlainAck {
+			// Plain acks are only buffered: send them before Close returns.
+			_ = s.cfg.JetStream.Conn().FlushTimeout(confirmTimeout)
+		}
 		s.holds.releaseAll(s)
 		s.cancelRun(ErrShuttingDown)
 		<-s.beatDone

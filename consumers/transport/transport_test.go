@@ -29,14 +29,12 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// requestsLeft is how many messages the requests stream holds.
+// requestsLeft is how many requests are not settled yet.
 func (h *harness) requestsLeft() uint64 {
 	h.t.Helper()
-	s, err := h.js.Stream(context.Background(), h.topo.RequestsStream)
+	n, err := consumers.Unsettled(context.Background(), h.js, h.topo)
 	require.NoError(h.t, err)
-	info, err := s.Info(context.Background())
-	require.NoError(h.t, err)
-	return info.State.Msgs
+	return n
 }
 
 // subscriber provisions one persona's consumer and returns a subscriber on it.
