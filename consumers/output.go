@@ -1,6 +1,8 @@
 package consumers
 
 import (
+	"context"
+	"io"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -8,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -250,3 +253,7 @@ func (r *Runtime) publishSupersede(st *attemptState) {
 		st.log.Debug().Err(err).Int("attempt", st.attempt.Number).Msg("output supersede marker not published")
 	}
 }
+
+// OutputWriter is handlers.OutputWriter: the attempt's live output writer,
+// found in the handler's context.
+func OutputWriter(ctx context.Context) io.Writer { return handlers.OutputWriter(ctx) }
