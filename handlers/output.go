@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 )
 
 // OutputKey is the key of a command persona's live output line: a JSON
@@ -93,7 +94,8 @@ func deltaText(doc []byte) string {
 			}
 		}
 		return s
-	case len(d.Delta) > 0:
+	case len(d.Delta) > 0 && (d.Type == "" || strings.HasSuffix(d.Type, "text_delta") || strings.HasSuffix(d.Type, "output_text.delta") || d.Type == "content_block_delta"):
+		// Other typed deltas (tool call arguments, thinking) are not text.
 		return anthropicOrResponsesDelta(d.Delta)
 	case d.Message != nil && d.Message.Content != nil:
 		return *d.Message.Content
@@ -103,8 +105,9 @@ func deltaText(doc []byte) string {
 	return ""
 }
 
-// anthropicOrResponsesDelta reads {"text":"…"} (Anthropic's text_delta)
-// or a plain string (OpenAI Responses' output_text delta).
+// anthropicOrResponsesDelta reads {"text":"…"} (Anthropic's text_delta;
+// its input_json_delta and thinking_delta carry no "text") or a plain
+// string (OpenAI Responses' output_text delta).
 func anthropicOrResponsesDelta(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {

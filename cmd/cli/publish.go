@@ -51,12 +51,12 @@ the whole terminal record with the output). Exit codes with --wait:
   5   escalated: retries exhausted without progress
   6   step deadline exceeded
   7   cancelled (personaq cancel, the API, a client's Cancel)
+  1   anything else (NATS unreachable, bad flags, the --id already used for a
+      request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)
+
 With --wait --follow, the persona's live output goes to stdout as it is
 written (notes on a retry voiding it, or its cap, to stderr), then the output
-as without --follow; the exit codes are the same.
-
-  1   anything else (NATS unreachable, bad flags, the --id already used for a
-      request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)`,
+as without --follow; the exit codes are the same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return explainConflict(runPublish(cmd, g, f))
