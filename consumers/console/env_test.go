@@ -37,9 +37,9 @@ type env struct {
 	url    string
 	led    console.Ledger
 	broken atomic.Bool
-	// typed lets the "typist" persona write the second half of its
-	// live output.
-	typed chan struct{}
+	// typing is closed once the "typist" persona has written the first
+	// half of its live output; typed lets it write the second half.
+	typing, typed chan struct{}
 }
 
 func newEnv(t *testing.T) *env {
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	r := testenv.StartRedis(t)
 	led, err := ledger.New(ledger.Config{Client: r.Client(t)})
 	require.NoError(t, err)
-	e := &env{t: t, js: n.JetStream(t), typed: make(chan struct{})}
+	e := &env{t: t, js: n.JetStream(t), typing: make(chan struct{}), typed: make(chan struct{})}
 	e.broken.Store(true)
 	e.startRuntime(led)
 	e.client, err = client.New(client.Config{JetStream: e.js})
@@ -89,6 +89,7 @@ func (e *env) personas() []consumers.Persona {
 	typist := handlers.Func(func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
 		w := handlers.OutputWriter(ctx)
 		fmt.Fprint(w, "Reading the code. ")
+		closeOnce(e.typing)
 		select {
 		case <-e.typed:
 		case <-ctx.Done():
@@ -172,4 +173,13 @@ func (e *env) paused(persona string) bool {
 	info, err := c.Info(context.Background())
 	require.NoError(e.t, err)
 	return info.Paused
+}
+
+// closeOnce closes ch unless it is closed already.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
 }

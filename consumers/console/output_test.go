@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,11 @@ func TestTaskPageShowsLiveOutput(t *testing.T) {
 	e := newEnv(t)
 	id := e.publish("typist", "story-live")
 	tab := newTab(t)
+	select { // running, so the ledger knows its step and the page shows it
+	case <-e.typing:
+	case <-time.After(time.Minute):
+		t.Fatal("the typist persona never ran")
+	}
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(e.url+"/task?q="+id),
 		chromedp.WaitVisible(chromedp.CSS(`pre.live-output`)),
