@@ -5,44 +5,25 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/integration/testenv"
 )
 
 // serveAgents serves each script as a command persona (a real process per
 // attempt) and returns the NATS URL.
 func serveAgents(t *testing.T, scripts map[string]string) string {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	r := testenv.StartRedis(t)
 	dir := t.TempDir()
 	yaml := "personas:\n"
+	var names []string
 	for name, script := range scripts {
 		path := filepath.Join(dir, name+".sh")
 		require.NoError(t, os.WriteFile(path, []byte(script), 0o700))
 		yaml += "  " + name + ":\n    invoker: {type: command, path: " + path + "}\n    timeout: 20s\n    policy: {preset: persona, max_attempts: 1}\n"
+		names = append(names, name)
 	}
-	cfgPath := filepath.Join(dir, "personaq.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(yaml), 0o600))
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		run(t, ctx, "--nats-url", n.URL(), "--redis-url", r.URL(), "serve", "--config", cfgPath)
-	}()
-	t.Cleanup(func() { cancel(); <-served })
-	js := n.JetStream(t)
-	for name := range scripts {
-		require.Eventually(t, func() bool {
-			_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable(name))
-			return err == nil
-		}, 20*time.Second, 20*time.Millisecond, "serve provisions %s", name)
-	}
-	return n.URL()
+	url, _ := serveYAML(t, yaml, names...)
+	return url
 }
 
 const reviewerScript = `#!/bin/sh
