@@ -30,6 +30,14 @@ const (
 	outputChunkMax = 32 << 10
 )
 
+// OutputObserver is an Observer that also counts live output dropped over
+// its cap (OutputTopology.AttemptMax): called once per attempt that
+// crossed it, when the attempt ends, with the bytes dropped.
+type OutputObserver interface {
+	Observer
+	OutputTruncated(persona string, bytes int64)
+}
+
 // outputSink is where chunks go: a NATS connection's Publish.
 type outputSink interface {
 	Publish(subject string, data []byte) error
@@ -50,6 +58,9 @@ type attemptOutput struct {
 	max       int64
 	now       func() time.Time
 	log       *zerolog.Logger
+	// truncated, when set, is told the bytes dropped over the cap once
+	// the attempt ends.
+	truncated func(bytes int64)
 
 	mu      sync.Mutex
 	buf     []byte // written, not yet published
@@ -187,6 +198,9 @@ func (o *attemptOutput) flush(final bool) {
 		c := o.chunk("")
 		c.Final, c.Truncated = true, dropped
 		o.publish(c)
+		if dropped > 0 && o.truncated != nil {
+			o.truncated(dropped)
+		}
 	}
 }
 
@@ -241,6 +255,10 @@ func (r *Runtime) liveOutput(ctx context.Context, st *attemptState) (context.Con
 		return ctx, func() {}
 	}
 	live := newAttemptOutput(r.js.Conn(), r.topo, st.req.RequestID, st.attempt.Number, r.now, &st.log)
+	if o, ok := r.obs.(OutputObserver); ok {
+		persona := st.persona.name
+		live.truncated = func(bytes int64) { o.OutputTruncated(persona, bytes) }
+	}
 	return handlers.WithOutput(ctx, live), live.close
 }
 

@@ -67,6 +67,8 @@ func TestAttemptOutput(t *testing.T) {
 			log := zerolog.Nop()
 			topo := Topology{Output: OutputTopology{AttemptMax: tt.max}}.WithDefaults()
 			o := newAttemptOutput(sink, topo, "req-1", 2, time.Now, &log)
+			var counted []int64
+			o.truncated = func(n int64) { counted = append(counted, n) }
 			for _, w := range tt.writes {
 				n, err := o.Write([]byte(w))
 				require.NoError(t, err)
@@ -78,6 +80,11 @@ func TestAttemptOutput(t *testing.T) {
 			require.Equal(t, 13, n)
 			o.close() // idempotent
 
+			if tt.dropped > 0 {
+				require.Equal(t, []int64{tt.dropped}, counted, "the observer counts the bytes dropped, once")
+			} else {
+				require.Empty(t, counted)
+			}
 			if tt.want == "" && tt.dropped == 0 {
 				require.Empty(t, sink.chunks, "an attempt that wrote nothing publishes nothing")
 				return
