@@ -35,6 +35,7 @@ func (r *Runtime) invoke(ctx context.Context, st *attemptState) ran {
 	st.attempt.At = r.now()
 	st.attempt.Trace = tracing.Traceparent(actx)
 	r.attemptStarted(st)
+	r.publishSupersede(st)
 	out := r.call(actx, st)
 	st.attempt.Duration = r.now().Sub(st.attempt.At)
 	out.overran = out.err != nil && errors.Is(actx.Err(), context.DeadlineExceeded)
@@ -62,6 +63,8 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 	}
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)
+	ctx, closeLive := r.liveOutput(ctx, st)
+	defer closeLive() // the final chunk goes before the terminal record
 	out.result, out.err = st.persona.handler.Handle(ctx, req)
 	return out
 }

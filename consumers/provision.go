@@ -124,7 +124,7 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	// them off the disk's fsync path (a server restart forgets them).
 	att.Storage = jetstream.MemoryStorage
 	att.Description = "personaq attempt events (started, failed), for callers following a request"
-	return []jetstream.StreamConfig{req, q, out, att}
+	return []jetstream.StreamConfig{req, q, out, att, outputStreamConfig(t)}
 }
 
 func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, s ConsumerSpec) error {

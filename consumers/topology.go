@@ -46,6 +46,8 @@ type Topology struct {
 	AttemptsPrefix string
 	// AttemptsMaxAge bounds how long attempt events are kept. Default: 24h.
 	AttemptsMaxAge time.Duration
+	// Output sets the live output stream (see OutputTopology).
+	Output OutputTopology
 	// Replicas for every stream (1 or 3 on a cluster). Default: 1.
 	Replicas int
 	// Storage for every stream. Default: file.
@@ -88,6 +90,7 @@ func (t Topology) WithDefaults() Topology {
 	if t.OutcomesMaxAge == 0 {
 		t.OutcomesMaxAge = 7 * 24 * time.Hour
 	}
+	t.Output = t.Output.withDefaults()
 	return t
 }
 
@@ -103,7 +106,7 @@ func (t Topology) Validate() error {
 	case t.OutcomesMaxAge < 0 || t.AttemptsMaxAge < 0:
 		return fmt.Errorf("%w: topology: outcomes_max_age and attempts_max_age must not be negative", ErrInvalidConfig)
 	}
-	return nil
+	return t.Output.validate()
 }
 
 // RequestSubject is the subject persona requests for persona are published on.

@@ -410,7 +410,7 @@ func streamsIntact(t *testing.T, admin *client) {
 	for n := range admin.js.StreamNames(ctx).Name() {
 		names = append(names, n)
 	}
-	require.ElementsMatch(t, []string{"PERSONAQ_REQUESTS", "PERSONAQ_QUARANTINE", "PERSONAQ_OUTCOMES", "PERSONAQ_ATTEMPTS", "OBJ_PERSONAQ_OUTPUTS"}, names)
+	require.ElementsMatch(t, []string{"PERSONAQ_REQUESTS", "PERSONAQ_QUARANTINE", "PERSONAQ_OUTCOMES", "PERSONAQ_ATTEMPTS", "PERSONAQ_OUTPUT", "OBJ_PERSONAQ_OUTPUTS"}, names)
 }
 
 func consumersIntact(t *testing.T, admin *client) {

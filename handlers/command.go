@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -164,7 +165,7 @@ func (c *CommandInvoker) Handle(ctx context.Context, req *Request) (Result, erro
 	if err != nil {
 		return Result{}, Terminal(fmt.Errorf("encode persona request: %w", err))
 	}
-	stdout := &stdoutSink{max: c.cfg.MaxOutputBytes}
+	stdout := &stdoutSink{max: c.cfg.MaxOutputBytes, live: OutputWriter(ctx)}
 	stderr := &tailWriter{max: c.cfg.StderrTail}
 	cmd := c.command(req, stdin)
 	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
@@ -385,6 +386,8 @@ type stdoutSink struct {
 	// usage sums the usage lines (usageSeen: there was one).
 	usage     retry.Usage
 	usageSeen bool
+	// live receives the text of live output lines (see OutputKey).
+	live io.Writer
 }
 
 func (s *stdoutSink) Write(p []byte) (int, error) {
@@ -432,7 +435,11 @@ func (s *stdoutSink) endLine() {
 		if isUsage {
 			s.usage, s.usageSeen = s.usage.Add(u), true
 		}
-		if !isUsage && !(isProgress && reportOnly(s.line, &progressReport{})) && !(t != "" && reportOnly(s.line, &errorLine{})) {
+		text, isOutput := parseOutputLine(s.line)
+		if isOutput && s.live != nil {
+			_, _ = io.WriteString(s.live, text) // never fails: see OutputWriter
+		}
+		if !isUsage && !isOutput && !(isProgress && reportOnly(s.line, &progressReport{})) && !(t != "" && reportOnly(s.line, &errorLine{})) {
 			s.keep(s.line)
 		}
 	}

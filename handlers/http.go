@@ -197,6 +197,9 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 
 // answer turns a response into the attempt's result.
 func (h *HTTPInvoker) answer(ctx context.Context, resp *http.Response) (Result, error) {
+	if kind := streamKindOf(resp.Header); kind != notStreamed && resp.StatusCode/100 == 2 {
+		return h.streamAnswer(ctx, resp, kind) // text/event-stream, NDJSON: live output
+	}
 	limit := h.cfg.MaxResponseBytes
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	oversize := int64(len(body)) > limit

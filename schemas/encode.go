@@ -44,6 +44,8 @@ func schemaOf(v any) (schemaID, bool) {
 		return compensationSchema, true
 	case AttemptEvent, *AttemptEvent:
 		return attemptSchema, true
+	case OutputChunk, *OutputChunk:
+		return outputChunkSchema, true
 	}
 	return 0, false
 }

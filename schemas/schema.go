@@ -21,6 +21,7 @@ const (
 	quarantineSchema
 	compensationSchema
 	attemptSchema
+	outputChunkSchema
 	numSchemas
 )
 
@@ -31,6 +32,7 @@ var schemaFiles = [numSchemas]string{
 	quarantineSchema:   "json/quarantine_record.v1.json",
 	compensationSchema: "json/compensation_request.v1.json",
 	attemptSchema:      "json/attempt_event.v1.json",
+	outputChunkSchema:  "json/output_chunk.v1.json",
 }
 
 //go:embed json/*.json

@@ -17,15 +17,16 @@ import (
 // waits for the attempt events stored before it.
 const drainWait = 2 * time.Second
 
-// sseEvent is one attempt event as read from the attempts stream.
+// sseEvent is one message as read from the attempts or output stream.
 type sseEvent struct {
 	seq  uint64
 	data []byte
 }
 
-// events is GET /v1/requests/{id}/events: attempt events as they happen
-// (id = attempts-stream sequence), then one terminal event, then the end.
-// Last-Event-ID resumes after the event it names.
+// events is GET /v1/requests/{id}/events: attempt events and live
+// output chunks as they happen, then one terminal event, then the end.
+// Each event's id holds the positions written so far in both streams
+// (eventPos); Last-Event-ID resumes after both.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, replayTerminal, prob := lastEventID(r.Header.Get("Last-Event-ID"))
@@ -56,32 +57,45 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if replayTerminal {
-		after = 0
+		after = eventPos{}
 	}
 	s.streamEvents(r.Context(), w, flusher, wt, st, after)
 }
 
-// streamEvents follows the request's attempt events after seq `after`
-// until its terminal record, then writes the terminal event.
-func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http.Flusher, wt *waiter, st *RequestStatus, after uint64) {
+// eventStreams are the two streams an event stream follows.
+type eventStreams struct {
+	attempts, output <-chan sseEvent
+}
+
+// streamEvents follows the request's attempt events and output chunks
+// after pos until its terminal record, then writes the terminal event.
+func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http.Flusher, wt *waiter, st *RequestStatus, pos eventPos) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	evs, err := s.followAttempts(ctx, st.RequestID, after)
-	if err != nil {
+	var in eventStreams
+	var err error
+	if in.attempts, err = s.followAttempts(ctx, st.RequestID, pos.attempts); err != nil {
 		fmt.Fprintf(w, ": attempt events unavailable: %s\n\n", oneLine(err.Error()))
+		flush(f)
+	}
+	if in.output, err = s.followOutput(ctx, st.RequestID, pos.output); err != nil {
+		fmt.Fprintf(w, ": output unavailable: %s\n\n", oneLine(err.Error()))
 		flush(f)
 	}
 	ka := time.NewTicker(s.cfg.KeepAlive)
 	defer ka.Stop()
-	last := after
+	out := &eventWriter{w: w, pos: pos, readOutput: pos.output, superseded: s.supersededOutput(ctx, st.RequestID)}
 	if st.Terminal() {
-		s.finish(ctx, w, f, evs, st, last)
+		s.finish(ctx, f, in, st, out)
 		return
 	}
 	for {
 		select {
-		case ev := <-evs:
-			last = writeAttempt(w, ev)
+		case ev := <-in.attempts:
+			out.attempt(ev)
+			flush(f)
+		case ev := <-in.output:
+			out.output(ev)
 			flush(f)
 		case rec := <-wt.wake:
 			if rec != nil {
@@ -90,7 +104,7 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http
 				st = now
 			}
 			if st.Terminal() {
-				s.finish(ctx, w, f, evs, st, last)
+				s.finish(ctx, f, in, st, out)
 				return
 			}
 		case <-ka.C:
@@ -102,34 +116,39 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http
 	}
 }
 
-// finish writes the attempt events stored before the terminal record that
-// were not written yet, then the terminal event.
-func (s *Server) finish(ctx context.Context, w http.ResponseWriter, f http.Flusher, evs <-chan sseEvent, st *RequestStatus, last uint64) {
-	upTo := s.lastAttemptSeq(ctx, st.RequestID)
+// finish writes the attempt events and output chunks stored before the
+// terminal record that were not written yet (and an attempt's final chunk,
+// published just before the record, when it is still on its way), then
+// the terminal event.
+func (s *Server) finish(ctx context.Context, f http.Flusher, in eventStreams, st *RequestStatus, out *eventWriter) {
+	upTo := eventPos{attempts: s.lastSeq(ctx, s.cfg.Topology.AttemptsStream, s.cfg.Topology.AttemptFilter(st.RequestID)),
+		output: s.lastSeq(ctx, s.cfg.Topology.Output.Stream, s.cfg.Topology.OutputFilter(st.RequestID))}
 	timeout := time.NewTimer(drainWait)
 	defer timeout.Stop()
-	for evs != nil && last < upTo {
+	for in.attempts != nil && out.pos.attempts < upTo.attempts || in.output != nil && (out.readOutput < upTo.output || out.open) {
 		select {
-		case ev := <-evs:
-			last = writeAttempt(w, ev)
+		case ev := <-in.attempts:
+			out.attempt(ev)
+		case ev := <-in.output:
+			out.output(ev)
 		case <-timeout.C:
-			upTo = 0
+			in = eventStreams{}
 		case <-ctx.Done():
 			return
 		}
 	}
-	writeTerminal(w, st)
+	writeTerminal(out.w, st)
 	flush(f)
 }
 
-// lastAttemptSeq is the stream sequence of the request's latest attempt
-// event (0 when none).
-func (s *Server) lastAttemptSeq(ctx context.Context, requestID string) uint64 {
-	st, err := s.js.Stream(ctx, s.cfg.Topology.AttemptsStream)
+// lastSeq is the stream sequence of the last message on subject in
+// stream (0 when none).
+func (s *Server) lastSeq(ctx context.Context, stream, subject string) uint64 {
+	st, err := s.js.Stream(ctx, stream)
 	if err != nil {
 		return 0
 	}
-	raw, err := st.GetLastMsgForSubject(ctx, s.cfg.Topology.AttemptFilter(requestID))
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		return 0
 	}
@@ -139,14 +158,19 @@ func (s *Server) lastAttemptSeq(ctx context.Context, requestID string) uint64 {
 // followAttempts delivers the request's attempt events after seq `after`
 // on the returned channel until ctx ends.
 func (s *Server) followAttempts(ctx context.Context, requestID string, after uint64) (<-chan sseEvent, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.cfg.Topology.AttemptFilter(requestID)},
-		DeliverPolicy: jetstream.DeliverAllPolicy}
+	return s.follow(ctx, s.cfg.Topology.AttemptsStream, s.cfg.Topology.AttemptFilter(requestID), after)
+}
+
+// follow delivers the messages on filter in stream after seq `after` on
+// the returned channel until ctx ends.
+func (s *Server) follow(ctx context.Context, stream, filter string, after uint64) (<-chan sseEvent, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Topology.AttemptsStream, cfg)
+	cons, err := s.js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("follow attempt events of %s: %w", requestID, err)
+		return nil, fmt.Errorf("follow %s on %s: %w", filter, stream, err)
 	}
 	out := make(chan sseEvent, 64)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -160,21 +184,58 @@ func (s *Server) followAttempts(ctx context.Context, requestID string, after uin
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("follow attempt events of %s: %w", requestID, err)
+		return nil, fmt.Errorf("follow %s on %s: %w", filter, stream, err)
 	}
 	go func() { <-ctx.Done(); cc.Stop() }()
 	return out, nil
 }
 
-func writeAttempt(w http.ResponseWriter, ev sseEvent) uint64 {
-	if bytes.ContainsAny(ev.data, "\r\n") { // one data line per event
+// eventWriter writes events, each with the positions written so far.
+type eventWriter struct {
+	w   http.ResponseWriter
+	pos eventPos
+	// readOutput is the output stream position read (pos.output is the
+	// one written: skipped markers move only this one).
+	readOutput uint64
+	// open: the last output chunk written belongs to an attempt whose
+	// final chunk has not been written yet.
+	open bool
+	// superseded reports whether a retry's opening marker voids output a
+	// caller may hold (see Server.supersededOutput).
+	superseded func(marker []byte) bool
+}
+
+func (e *eventWriter) attempt(ev sseEvent) {
+	e.pos.attempts = ev.seq
+	writeEvent(e.w, "attempt", e.pos, ev.data)
+}
+
+func (e *eventWriter) output(ev sseEvent) {
+	e.readOutput = ev.seq
+	kind := outputKind(ev.data)
+	if kind == "output_superseded" {
+		e.open = false
+		if !e.superseded(ev.data) {
+			// Nothing to void: no event, and the id keeps its position (a
+			// resumed stream reads the marker again and skips it again), so
+			// a stream without output has the ids it always had.
+			return
+		}
+	} else {
+		e.open = !bytes.Contains(ev.data, []byte(`"final":true`))
+	}
+	e.pos.output = ev.seq
+	writeEvent(e.w, kind, e.pos, ev.data)
+}
+
+func writeEvent(w http.ResponseWriter, kind string, pos eventPos, data []byte) {
+	if bytes.ContainsAny(data, "\r\n") { // one data line per event
 		var buf bytes.Buffer
-		if json.Compact(&buf, ev.data) == nil {
-			ev.data = buf.Bytes()
+		if json.Compact(&buf, data) == nil {
+			data = buf.Bytes()
 		}
 	}
-	fmt.Fprintf(w, "event: attempt\nid: %d\ndata: %s\n\n", ev.seq, ev.data)
-	return ev.seq
+	fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", kind, pos, data)
 }
 
 func writeTerminal(w http.ResponseWriter, st *RequestStatus) {
@@ -188,20 +249,21 @@ func flush(f http.Flusher) {
 	}
 }
 
-// lastEventID parses Last-Event-ID: a sequence, "terminal" or nothing.
-func lastEventID(v string) (uint64, bool, *problem) {
+// lastEventID parses Last-Event-ID: positions (eventPos), "terminal" or
+// nothing.
+func lastEventID(v string) (eventPos, bool, *problem) {
 	switch v {
 	case "":
-		return 0, false, nil
+		return eventPos{}, false, nil
 	case "terminal":
-		return 0, true, nil
+		return eventPos{}, true, nil
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
+	pos, err := parseEventPos(v)
 	if err != nil {
-		return 0, false, newProblem(http.StatusBadRequest, probInvalidQuery,
-			"Last-Event-ID: want an event id this stream sent (a sequence number or terminal), got "+strconv.Quote(v)).field("Last-Event-ID")
+		return eventPos{}, false, newProblem(http.StatusBadRequest, probInvalidQuery,
+			"Last-Event-ID: want an event id this stream sent (<attempts seq>, <attempts seq>.<output seq> or terminal), got "+strconv.Quote(v)).field("Last-Event-ID")
 	}
-	return n, false, nil
+	return pos, false, nil
 }
 
 func oneLine(s string) string {

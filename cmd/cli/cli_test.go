@@ -233,12 +233,20 @@ func TestTaskShowPrintsTheAttemptTimeline(t *testing.T) {
 // and returns the NATS URL once their consumers exist.
 func serveDemo(t *testing.T, personas ...string) (string, jetstream.JetStream) {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	r := testenv.StartRedis(t)
 	yaml := "personas:\n"
 	for _, p := range personas {
 		yaml += "  " + p + ":\n    invoker: {type: demo, demo: " + p + "}\n    timeout: 2s\n    policy: {preset: persona, schedule: {type: fixed, every: 100ms}}\n"
 	}
+	return serveYAML(t, yaml, personas...)
+}
+
+// serveYAML runs `personaq serve` with the configuration yaml (a real
+// redis-server for its ledger) until the test ends, once it has
+// provisioned the personas' consumers.
+func serveYAML(t *testing.T, yaml string, personas ...string) (string, jetstream.JetStream) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	r := testenv.StartRedis(t)
 	cfgPath := filepath.Join(t.TempDir(), "personaq.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(yaml), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,7 +20,7 @@ func init() { register(newPublishCmd) }
 type publishFlags struct {
 	persona, task, step, input, policy, id, primary, fallback, correlation, output string
 	progressTotal                                                                  int
-	wait, skipCheck                                                                bool
+	wait, skipCheck, follow                                                        bool
 	timeout                                                                        time.Duration
 	maxTokens                                                                      int64
 	maxCostUSD                                                                     float64
@@ -52,7 +52,11 @@ the whole terminal record with the output). Exit codes with --wait:
   6   step deadline exceeded
   7   cancelled (personaq cancel, the API, a client's Cancel)
   1   anything else (NATS unreachable, bad flags, the --id already used for a
-      request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)`,
+      request with other content: a conflict, never the first one's output, …) (NATS unreachable, bad flags, …)
+
+With --wait --follow, the persona's live output goes to stdout as it is
+written (notes on a retry voiding it, or its cap, to stderr), then the output
+as without --follow; the exit codes are the same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return explainConflict(runPublish(cmd, g, f))
@@ -71,6 +75,7 @@ the whole terminal record with the output). Exit codes with --wait:
 	fl.IntVar(&f.progressTotal, "progress-total", 0, "number of sub-tasks the persona reports progress against")
 	fl.StringVarP(&f.output, "output", "o", "text", "output: text|json")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the result: output on stdout, attempt events on stderr, exit code by outcome")
+	fl.BoolVar(&f.follow, "follow", false, "with --wait: print the persona's live output to stdout as it is written")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: step deadline from now (default: the step budget of the persona's policy)")
 	fl.BoolVar(&f.skipCheck, "skip-persona-check", false, "publish even if no replica serves the persona")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "token budget of all attempts together (tightens the policy's; 0: none)")

@@ -21,8 +21,9 @@ func init() { register(newResultCmd) }
 func newResultCmd(g *globals) *cobra.Command {
 	var output string
 	var wait time.Duration
+	var follow bool
 	cmd := &cobra.Command{
-		Use:   "result REQUEST_ID [-o json] [--wait D]",
+		Use:   "result REQUEST_ID [-o json] [--wait D] [--follow]",
 		Short: "Print a request's terminal record and the persona's output",
 		Long: `result prints the terminal record of one request — how it ended, after how many
 attempts, the reason, quarantine sequence and last error when it stopped — and
@@ -32,26 +33,42 @@ stream's retention (7 days by default).
 
 --wait D waits up to D for a request that has not ended yet. The exit code
 says how it ended, as for publish --wait: 0 succeeded, 3 blocked, 4 deferred,
-5 escalated, 6 step deadline exceeded, 7 cancelled.`,
+5 escalated, 6 step deadline exceeded, 7 cancelled.
+
+--follow prints the persona's live output to stdout as it is written (from
+its start, as long as the output stream keeps it; notes on a retry voiding it,
+or its cap, to stderr), waits for the request to end (bounded by --wait when
+given), then prints the record as without it; the exit codes are the same.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("invalid flag --output: %q (want text|json)", output)
 			}
 			return withJetStream(cmd.Context(), g, func(_ *nats.Conn, js jetstream.JetStream) error {
-				return showResult(cmd.Context(), g.stdout, js, args[0], output, wait)
+				var live *livePrinter
+				if follow {
+					live = &livePrinter{out: g.stdout, errw: g.stderr}
+				}
+				return showResult(cmd.Context(), g.stdout, js, args[0], output, wait, live)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output: text|json")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for a request still running")
+	cmd.Flags().BoolVar(&follow, "follow", false, "print the persona's live output as it is written, until the request ends")
 	return cmd
 }
 
-func showResult(ctx context.Context, w io.Writer, js jetstream.JetStream, requestID, output string, wait time.Duration) error {
+func showResult(ctx context.Context, w io.Writer, js jetstream.JetStream, requestID, output string, wait time.Duration, live *livePrinter) error {
 	c, err := client.New(client.Config{JetStream: js})
 	if err != nil {
 		return err
+	}
+	if live != nil {
+		if err := followResult(ctx, c, requestID, wait, live); err != nil {
+			return err
+		}
+		wait = 0 // waited already
 	}
 	rec, err := c.Record(ctx, requestID)
 	if errors.Is(err, consumers.ErrNoOutcome) && wait > 0 {

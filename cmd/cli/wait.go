@@ -32,6 +32,9 @@ func runPublish(cmd *cobra.Command, g *globals, f publishFlags) error {
 	if f.timeout > 0 && !f.wait {
 		return fmt.Errorf("invalid flag --timeout: only with --wait")
 	}
+	if f.follow && !f.wait {
+		return fmt.Errorf("invalid flag --follow: only with --wait")
+	}
 	if f.output != "text" && f.output != "json" {
 		return fmt.Errorf("invalid flag --output: %q (want text|json)", f.output)
 	}
@@ -67,9 +70,14 @@ func runPublish(cmd *cobra.Command, g *globals, f publishFlags) error {
 }
 
 func publishAndWait(ctx context.Context, g *globals, f publishFlags, c *client.Client, req *schemas.PersonaRequest) error {
-	follow := client.OnAttempt(func(ev *schemas.AttemptEvent) { printAttempt(g.stderr, ev) })
+	follow := []client.AwaitOption{client.OnAttempt(func(ev *schemas.AttemptEvent) { printAttempt(g.stderr, ev) })}
+	live := &livePrinter{out: g.stdout, errw: g.stderr}
+	if f.follow {
+		follow = append(follow, live.option())
+	}
 	if f.timeout == 0 {
-		res, err := c.Run(ctx, req, follow)
+		res, err := c.Run(ctx, req, follow...)
+		live.endLine()
 		return printResult(g.stdout, f.output, res, err)
 	}
 	opts := []client.SubmitOption{client.WithDeadline(time.Now().Add(f.timeout))}
@@ -81,7 +89,8 @@ func publishAndWait(ctx context.Context, g *globals, f publishFlags, c *client.C
 	}
 	wctx, cancel := context.WithTimeout(ctx, f.timeout+5*time.Second)
 	defer cancel()
-	res, err := c.Await(wctx, req.RequestID, follow)
+	res, err := c.Await(wctx, req.RequestID, follow...)
+	live.endLine()
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: request %s has no terminal record after --timeout %s", client.ErrStepDeadline, req.RequestID, f.timeout)
 	}

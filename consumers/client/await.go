@@ -24,6 +24,7 @@ type Result struct {
 
 type awaitOptions struct {
 	onAttempt func(*schemas.AttemptEvent)
+	onOutput  func(*schemas.OutputChunk)
 }
 
 // AwaitOption configures Await and Run.
@@ -51,10 +52,20 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 		}
 		defer stop()
 	}
+	drain := func(context.Context) {}
+	if o.onOutput != nil {
+		d, stop, err := c.followOutput(ctx, requestID, o.onOutput)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		drain = d
+	}
 	rec, err := c.awaitRecord(ctx, requestID)
 	if err != nil {
 		return nil, err
 	}
+	drain(ctx)
 	return c.result(ctx, rec)
 }
 

@@ -42,11 +42,14 @@ type Metrics struct {
 
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
+	// outputTruncated counts live output dropped over its cap.
+	outputTruncated *prometheus.CounterVec
 }
 
 var (
-	_ consumers.FenceObserver = (*Metrics)(nil)
-	_ consumers.UsageObserver = (*Metrics)(nil)
+	_ consumers.FenceObserver  = (*Metrics)(nil)
+	_ consumers.UsageObserver  = (*Metrics)(nil)
+	_ consumers.OutputObserver = (*Metrics)(nil)
 )
 
 // New creates the collectors and registers them, with the process and Go
@@ -108,6 +111,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "cost_usd_total",
 			Help: "Cost in US dollars of attempts, as handlers reported it (attempts that report none add nothing).",
 		}, []string{"persona"}),
+		outputTruncated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "output_truncated_bytes_total",
+			Help: "Live output bytes attempts wrote past the live output cap, dropped (the terminal record's output is not affected).",
+		}, []string{"persona"}),
 	}
 	m.flow = newFlowMetrics(reg)
 	if reg == nil {
@@ -126,6 +133,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	register(reg, &m.staleSettles)
 	register(reg, &m.tokens)
 	register(reg, &m.cost)
+	register(reg, &m.outputTruncated)
 	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	register(reg, new(collectors.NewGoCollector()))
 	return m
@@ -193,6 +201,11 @@ func (m *Metrics) SettleRefused(persona string, outcome schemas.Outcome) {
 // StaleSettle implements consumers.FenceObserver.
 func (m *Metrics) StaleSettle(persona, op string) {
 	m.staleSettles.WithLabelValues(persona, op).Inc()
+}
+
+// OutputTruncated implements consumers.OutputObserver.
+func (m *Metrics) OutputTruncated(persona string, bytes int64) {
+	m.outputTruncated.WithLabelValues(persona).Add(float64(bytes))
 }
 
 // Usage implements consumers.UsageObserver.

@@ -176,3 +176,12 @@ func TestUsageCountsTokensAndCost(t *testing.T) {
 	require.InDelta(t, 0.25, value(t, reg, "personaq_cost_usd_total", lbl{"persona": "planner"}), 1e-12)
 	require.InDelta(t, 0.5, value(t, reg, "personaq_cost_usd_total", lbl{"persona": "coder"}), 1e-12)
 }
+
+func TestOutputTruncatedCountsBytes(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.OutputTruncated("planner", 200)
+	m.OutputTruncated("planner", 50)
+	require.Equal(t, 250.0, value(t, reg, "personaq_output_truncated_bytes_total", lbl{"persona": "planner"}))
+}

@@ -41,7 +41,7 @@ func TestMessageSchemasMatchTheWireSchemas(t *testing.T) {
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(openapi.Document, &doc))
-	for name, file := range map[string]string{"OutcomeEvent": "outcome_event.v1.json", "AttemptEvent": "attempt_event.v1.json"} {
+	for name, file := range map[string]string{"OutcomeEvent": "outcome_event.v1.json", "AttemptEvent": "attempt_event.v1.json", "OutputChunk": "output_chunk.v1.json"} {
 		want := wire(t, file)
 		require.Equal(t, want, doc.Components.Schemas[name], name)
 	}
