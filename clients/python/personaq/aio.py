@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Mapp
 from . import _wire as w
 from ._aiotransport import AsyncAnswer, AsyncTransport
 from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
+from .live import AsyncLiveOutput
 from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
 
 T = TypeVar("T")
@@ -127,6 +128,26 @@ class AsyncClient:
         """The request's events as they happen, ending with the terminal one;
         resumes with ``Last-Event-ID`` after a dropped connection (see
         :meth:`personaq.Client.events`)."""
+        stream = self._event_stream(request_id, last_event_id, reconnect_for)
+        try:
+            async for ev in stream:
+                if ev.event in ("attempt", "terminal"):
+                    yield ev
+        finally:
+            await stream.aclose()
+
+    def live_output(self, request_id: str, last_event_id: Optional[str] = None, *,
+                    reconnect_for: float = 60.0) -> AsyncLiveOutput:
+        """The request's live output as its persona writes it, an async
+        iterator (``async for item in client.live_output(request_id)``) of
+        :class:`~personaq.OutputChunk` and
+        :class:`~personaq.OutputSuperseded`, ending when the request does
+        (see :meth:`personaq.Client.live_output`)."""
+        return AsyncLiveOutput(self._event_stream(request_id, last_event_id, reconnect_for))
+
+    async def _event_stream(self, request_id: str, last_event_id: Optional[str],
+                            reconnect_for: float) -> AsyncIterator[Event]:
+        """Every event of the request's stream, resumed after a drop."""
         path = w.request_path(self.endpoint, request_id, "/events")
         last, backoff, give_up = last_event_id, w.Backoff(), None  # type: Optional[str], w.Backoff, Optional[float]
         read_timeout = max(self.timeout, 45.0)

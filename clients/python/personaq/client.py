@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 
 from . import _wire as w
 from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
+from .live import LiveOutput
 from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
 from ._transport import Answer, Transport
 
@@ -167,6 +168,33 @@ class Client:
         seconds without progress. Pass ``last_event_id`` to resume after an
         event seen earlier.
         """
+        stream = self._event_stream(request_id, last_event_id, reconnect_for)
+        try:
+            for ev in stream:
+                if ev.event in ("attempt", "terminal"):
+                    yield ev
+        finally:
+            stream.close()
+
+    def live_output(self, request_id: str, last_event_id: Optional[str] = None, *,
+                    reconnect_for: float = 60.0) -> LiveOutput:
+        """The request's **live output** as its persona writes it: an
+        iterator of :class:`~personaq.OutputChunk` (each attempt's text in
+        order, with its attempt and offset) and
+        :class:`~personaq.OutputSuperseded` (a retry started over: discard
+        what you show of the attempts it names), ending when the request
+        does (the iterator's ``status`` is then the terminal status). A
+        caller arriving mid-stream gets the output from its start. Resumes a
+        dropped connection with ``Last-Event-ID`` (nothing lost, nothing
+        twice), as :meth:`events` does; ``last_event_id`` resumes after an
+        item seen earlier (its ``id``). A persona that streams nothing
+        yields nothing.
+        """
+        return LiveOutput(self._event_stream(request_id, last_event_id, reconnect_for))
+
+    def _event_stream(self, request_id: str, last_event_id: Optional[str],
+                      reconnect_for: float) -> Iterator[Event]:
+        """Every event of the request's stream, resumed after a drop."""
         path = w.request_path(self.endpoint, request_id, "/events")
         last, backoff, give_up = last_event_id, w.Backoff(), None  # type: Optional[str], w.Backoff, Optional[float]
         read_timeout = max(self.timeout, 45.0)
