@@ -265,6 +265,26 @@ class LiveOutputTest(LiveCase):
         self.assertTrue(items[-1].final)
         self.assertEqual(items[-1].truncated, over + len("after the cap"))
 
+    def test_run_and_await_result_call_on_output(self):
+        items = []
+        res = self.client.run("streamer", task("py-live-run"), on_output=items.append, input=script(
+            [{"text": "First try"}, {"drop": True}], [{"text": "Second try"}]))
+        self.assertEqual(shape(items), ["1:First try", "superseded 1 by 2", "2:Second try"])
+        self.assertEqual((res.output, res.record.attempts), ("Second try", 2))
+        # The wait bounds the stream as it bounds a long-poll: the gate is still closed when it ends.
+        g, items = gate(), []
+        rid = self.submit(script([{"text": "partial"}, {"gate": g}, {"text": " and the rest"}]))
+        with self.assertRaises(personaq.StepDeadlineExceeded) as cm:
+            self.client.await_result(rid, wait=1.0, on_output=items.append)
+        self.assertIsNone(cm.exception.record)
+        self.assertIn(cm.exception.status.status, ("running", "queued"))
+        self.assertEqual(texts(items), [(1, 0, "partial")])
+        open_gate(g)
+        items = []
+        res = self.client.await_result(rid, wait=30, on_output=items.append)
+        self.assertEqual(res.output, "partial and the rest")
+        self.assertEqual(texts(items), [(1, 0, "partial"), (1, 7, " and the rest")])
+
     def test_events_leave_live_output_out(self):
         rid = self.submit(persona="reviewer")
         kinds = [ev.event for ev in self.client.events(rid)]
@@ -295,6 +315,15 @@ class AsyncLiveOutputTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(shape(items), ["1:Draft: ", "1:wrong", "superseded 1 by 2", "2:Final answer."])
         assert_contiguous(self, items)
         self.assertEqual((live.status.status, live.status.record.attempts), ("succeeded", 2))
+
+    async def test_run_calls_a_coroutine_on_output(self):
+        items = []
+
+        async def show(item):
+            items.append(item)
+        res = await self.client.run("reviewer", task("pya-live-run"), on_output=show)
+        self.assertEqual("".join(i.text for i in items), "Reading the code.\nThe change is sound.\n")
+        self.assertEqual(res.output, "Reading the code.\nThe change is sound.")
 
     async def test_a_late_caller_and_a_persona_that_streams_nothing(self):
         st = await self.client.submit("reviewer", task("pya-live"))
