@@ -3,12 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Iterator, Optional
+from typing import Any, AsyncIterator, Iterator, Optional, Tuple
 
 from .models import Event, LiveItem, RequestStatus, live_item
 
 
-class LiveOutput:
+class _Following:
+    """What both iterators keep: where the stream stands, and the terminal
+    status once it came."""
+
+    def __init__(self) -> None:
+        #: The terminal status, once the iterator ended.
+        self.status: Optional[RequestStatus] = None
+        #: The id of the last event read (attempt events included).
+        self.last_event_id: Optional[str] = None
+
+    def _read(self, ev: Event) -> Tuple[bool, Optional[LiveItem]]:
+        """(the stream ended, the live output item ev carries)."""
+        self.last_event_id = ev.id or self.last_event_id
+        if ev.terminal:
+            self.status = ev.status
+            return True, None
+        return False, live_item(ev)
+
+
+class LiveOutput(_Following):
     """The live output of one request, as it is written: an iterator of
     :class:`~personaq.OutputChunk` (in order, each attempt's from offset 0)
     and :class:`~personaq.OutputSuperseded` (a retry voids what earlier
@@ -19,22 +38,17 @@ class LiveOutput:
     manager) to stop early."""
 
     def __init__(self, events: Iterator[Event]) -> None:
+        super().__init__()
         self._events = events
-        #: The terminal status, once the iterator ended.
-        self.status: Optional[RequestStatus] = None
-        #: The id of the last event read (attempt events included).
-        self.last_event_id: Optional[str] = None
 
     def __iter__(self) -> "LiveOutput":
         return self
 
     def __next__(self) -> LiveItem:
         for ev in self._events:
-            self.last_event_id = ev.id or self.last_event_id
-            if ev.terminal:
-                self.status = ev.status
+            ended, item = self._read(ev)
+            if ended:
                 break
-            item = live_item(ev)
             if item is not None:
                 return item
         self.close()
@@ -53,26 +67,23 @@ class LiveOutput:
         self.close()
 
 
-class AsyncLiveOutput:
+class AsyncLiveOutput(_Following):
     """:class:`LiveOutput` for asyncio: ``async for item in
     client.live_output(request_id)``; ``aclose()`` (or ``async with``)
     stops early."""
 
     def __init__(self, events: AsyncIterator[Event]) -> None:
+        super().__init__()
         self._events = events
-        self.status: Optional[RequestStatus] = None
-        self.last_event_id: Optional[str] = None
 
     def __aiter__(self) -> "AsyncLiveOutput":
         return self
 
     async def __anext__(self) -> LiveItem:
         async for ev in self._events:
-            self.last_event_id = ev.id or self.last_event_id
-            if ev.terminal:
-                self.status = ev.status
+            ended, item = self._read(ev)
+            if ended:
                 break
-            item = live_item(ev)
             if item is not None:
                 return item
         await self.aclose()

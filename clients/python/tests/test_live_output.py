@@ -7,7 +7,6 @@ written, a connection is cut between two chunks, a second caller arrives
 before the rest is written."""
 
 import asyncio
-import os
 import socket
 import threading
 import unittest
@@ -23,12 +22,7 @@ CAP = 1 << 20  # the runtime's default live output cap per attempt
 
 
 def gates_url() -> str:
-    url = os.environ.get("PERSONAQ_STREAM_GATES", "")
-    if not url:
-        if os.environ.get("PERSONAQ_REQUIRE_LIVE") == "1":
-            raise AssertionError("PERSONAQ_STREAM_GATES is not set but PERSONAQ_REQUIRE_LIVE=1")
-        raise unittest.SkipTest("PERSONAQ_STREAM_GATES not set: no streaming personas to test against")
-    return url
+    return _support.live_env("PERSONAQ_STREAM_GATES", "streaming personas")
 
 
 def gate() -> str:
