@@ -63,9 +63,9 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 	}
 	r.obs.InFlight(st.persona.name, 1)
 	defer r.obs.InFlight(st.persona.name, -1)
-	live := newAttemptOutput(r.js.Conn(), r.topo, st.req.RequestID, st.attempt.Number, r.now, &st.log)
-	defer live.close() // the final chunk goes before the terminal record
-	out.result, out.err = st.persona.handler.Handle(handlers.WithOutput(ctx, live), req)
+	ctx, closeLive := r.liveOutput(ctx, st)
+	defer closeLive() // the final chunk goes before the terminal record
+	out.result, out.err = st.persona.handler.Handle(ctx, req)
 	return out
 }
 

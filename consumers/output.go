@@ -173,27 +173,19 @@ func (o *attemptOutput) flush(final bool) {
 		if n < len(o.out) {
 			n = completeUTF8(o.out[:n])
 		}
-		last := n == len(o.out)
-		c := o.chunk(string(o.out[:n]))
-		if last && final {
-			c.Final, c.Truncated = true, dropped
-		}
-		o.publish(c)
+		o.publish(o.chunk(string(o.out[:n])))
 		o.out = o.out[n:]
-		if last && final {
-			return
-		}
 	}
-	switch {
-	case final:
-		c := o.chunk("")
-		c.Final, c.Truncated = true, dropped
-		o.publish(c)
-	case mark:
+	if mark {
 		c := o.chunk("")
 		c.Truncated = dropped
 		o.log.Warn().Str("request_id", o.requestID).Int("attempt", o.attempt).Int64("cap_bytes", o.max).
 			Msg("live output over its cap: the rest of this attempt's output is dropped and counted")
+		o.publish(c)
+	}
+	if final {
+		c := o.chunk("")
+		c.Final, c.Truncated = true, dropped
 		o.publish(c)
 	}
 }
@@ -240,11 +232,23 @@ func toValidUTF8(s string) string {
 	return string(b)
 }
 
+// liveOutput puts the attempt's live output writer in ctx; the returned
+// function closes it (publishing the final chunk) and returns once that is
+// done. A runtime without a connection (stage tests) gives the handler
+// none: handlers.OutputWriter is then io.Discard.
+func (r *Runtime) liveOutput(ctx context.Context, st *attemptState) (context.Context, func()) {
+	if r.js == nil {
+		return ctx, func() {}
+	}
+	live := newAttemptOutput(r.js.Conn(), r.topo, st.req.RequestID, st.attempt.Number, r.now, &st.log)
+	return handlers.WithOutput(ctx, live), live.close
+}
+
 // publishSupersede opens attempt (2 or later) on the output stream: the
 // output of every earlier attempt is void. It is published whether or not
 // the earlier attempt wrote any (this replica cannot know).
 func (r *Runtime) publishSupersede(st *attemptState) {
-	if st.attempt.Number < 2 {
+	if st.attempt.Number < 2 || r.js == nil {
 		return
 	}
 	c := &schemas.OutputChunk{SchemaVersion: schemas.Version, RequestID: st.req.RequestID, Attempt: st.attempt.Number,

@@ -66,6 +66,10 @@ func TestOutputDocExamplesRun(t *testing.T) {
 			_, err := schemas.DecodeOutputChunk([]byte(b.text))
 			require.NoError(t, err, where)
 		case "python":
+		case "bench":
+			if !testing.Short() {
+				benchExists(t, b.text, where)
+			}
 		case "sh":
 			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.text)
 			cmd.Env = append(os.Environ(), "API="+e.http.URL+"/v1", "PERSONAQ_API_TOKEN="+allToken)
@@ -81,7 +85,7 @@ func TestOutputDocExamplesRun(t *testing.T) {
 		}
 		ran[b.lang]++
 	}
-	require.Equal(t, map[string]int{"go": 1, "sse": 2, "ndjson": 1, "python": 1, "json": 1, "sh": 3, "text": 3}, ran)
+	require.Equal(t, map[string]int{"go": 1, "sse": 2, "ndjson": 1, "python": 1, "json": 1, "sh": 3, "text": 3, "bench": 1}, ran)
 }
 
 // reviewerPersona runs the Python agent of docs/output.md as the command
@@ -139,4 +143,26 @@ func streamDocAnswer(t *testing.T, b block, where string) {
 	} else {
 		require.Equal(t, retry.Progress{Completed: 1, Total: 2}, res.Progress, where)
 	}
+}
+
+// benchExists checks the benchmark command names a benchmark of its
+// package (go test -list compiles the package's tests to list it).
+func benchExists(t *testing.T, cmdline, where string) {
+	t.Helper()
+	f := strings.Fields(cmdline)
+	require.GreaterOrEqual(t, len(f), 4, where)
+	require.Equal(t, []string{"go", "test"}, f[:2], where)
+	var name, pkg string
+	for i, a := range f {
+		if a == "-bench" && i+1 < len(f) {
+			name = f[i+1]
+		}
+	}
+	pkg = f[len(f)-1]
+	require.NotEmpty(t, name, where)
+	cmd := exec.Command("go", "test", "-list", "^"+name+"$", pkg)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s: %s", where, out)
+	require.Contains(t, string(out), name+"\n", "%s: %s names no benchmark", where, name)
 }
