@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,11 @@ type streamStep struct {
 	// Drop hangs up mid-answer: the attempt fails as a network error and
 	// is retried.
 	Drop bool `json:"drop,omitempty"`
+	// Stamps writes this many lines, each the time it is written (Unix
+	// nanoseconds), one every EveryMs: the live output latency benchmark
+	// (clients/python/bench_live.py) measures write→caller with them.
+	Stamps  int `json:"stamps,omitempty"`
+	EveryMs int `json:"every_ms,omitempty"`
 }
 
 // defaultScript is what a streaming persona writes for a request without a
@@ -132,6 +138,16 @@ func (s *streamPersonas) persona(w http.ResponseWriter, r *http.Request) {
 				return
 			case <-time.After(gateWait):
 				return
+			}
+		case st.Stamps > 0:
+			for i := 0; i < st.Stamps; i++ {
+				if i > 0 {
+					time.Sleep(time.Duration(st.EveryMs) * time.Millisecond) // the benchmark's write pace
+				}
+				writeOutputEvent(w, strconv.FormatInt(time.Now().UnixNano(), 10)+"\n")
+				if f != nil {
+					f.Flush()
+				}
 			}
 		case st.Fill > 0:
 			for left := st.Fill; left > 0; left -= 4096 {
