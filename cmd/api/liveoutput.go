@@ -55,12 +55,6 @@ func outputKind(chunk []byte) string {
 	return "output"
 }
 
-// followOutput delivers the request's output chunks after seq `after` on
-// the returned channel until ctx ends.
-func (s *Server) followOutput(ctx context.Context, requestID string, after uint64) (<-chan sseEvent, error) {
-	return s.follow(ctx, s.cfg.Topology.Output.Stream, s.cfg.Topology.OutputFilter(requestID), after)
-}
-
 // supersededOutput returns the test for a retry's opening marker (the
 // runtime publishes one for every attempt from the second on, since the
 // replica running it cannot know what the earlier one wrote): it voids

@@ -31,6 +31,7 @@ type Server struct {
 	waiters   *waiters
 	index     *index
 	outputs   objectStores
+	outputHub *outputHub // live output, for the event streams
 	handler   http.Handler
 	lookups   chan struct{} // bounds concurrent status lookups
 	parkMu    sync.Mutex
@@ -65,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 	s.waiters.seen = s.index.applyRecord
 	s.submitter = consumers.NewSubmitter(cfg.JetStream, cfg.Topology, s.records)
 	s.outputs = objectStores{js: cfg.JetStream, byName: map[string]jetstream.ObjectStore{}}
+	s.outputHub = newOutputHub(cfg.Topology)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -83,12 +85,13 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.started = cancel, true
-	s.done.Add(2 + s.cfg.MaxLookups)
+	s.done.Add(3 + s.cfg.MaxLookups)
 	for range s.cfg.MaxLookups {
 		go func() { defer s.done.Done(); s.lookupWorker(ctx) }()
 	}
 	go func() { defer s.done.Done(); s.watchReconnects(ctx) }()
 	go func() { defer s.done.Done(); s.index.follow(ctx, s.js, s.cfg.Topology) }()
+	go func() { defer s.done.Done(); s.outputHub.follow(ctx, s.js, s.cfg.Topology.Output.Stream) }()
 	return nil
 }
 

@@ -37,6 +37,9 @@ type env struct {
 	url    string
 	led    console.Ledger
 	broken atomic.Bool
+	// typed lets the "typist" persona write the second half of its
+	// live output.
+	typed chan struct{}
 }
 
 func newEnv(t *testing.T) *env {
@@ -45,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	r := testenv.StartRedis(t)
 	led, err := ledger.New(ledger.Config{Client: r.Client(t)})
 	require.NoError(t, err)
-	e := &env{t: t, js: n.JetStream(t)}
+	e := &env{t: t, js: n.JetStream(t), typed: make(chan struct{})}
 	e.broken.Store(true)
 	e.startRuntime(led)
 	e.client, err = client.New(client.Config{JetStream: e.js})
@@ -82,6 +85,19 @@ func (e *env) personas() []consumers.Persona {
 		<-ctx.Done()
 		return handlers.Result{}, context.Cause(ctx)
 	})
+	// typist writes live output, half of it once the test says so.
+	typist := handlers.Func(func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
+		w := handlers.OutputWriter(ctx)
+		fmt.Fprint(w, "Reading the code. ")
+		select {
+		case <-e.typed:
+		case <-ctx.Done():
+			return handlers.Result{}, context.Cause(ctx)
+		}
+		fmt.Fprint(w, "The change is sound.")
+		return handlers.Result{Output: []byte(`{"review":"sound"}`)}, nil
+	})
+	out = append(out, consumers.Persona{Name: "typist", Handler: typist, Policy: retry.Policy{Name: "typist", MaxAttempts: 1, AttemptTimeout: time.Minute}, Concurrency: 2})
 	return append(out, consumers.Persona{Name: "fixable", Handler: fixable, Policy: fast(retry.PersonaPolicy(time.Second)), Concurrency: 4},
 		consumers.Persona{Name: "hang", Handler: hang, Policy: retry.Policy{Name: "hang", MaxAttempts: 1, AttemptTimeout: time.Minute}, Concurrency: 2})
 }

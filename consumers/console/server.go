@@ -74,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /task", s.taskPage)
 	mux.HandleFunc("GET /live", s.livePage)
 	mux.HandleFunc("GET /events", s.liveEvents)
+	mux.HandleFunc("GET /requests/{id}/output", s.requestOutput)
 	mux.HandleFunc("GET /jobs/{id}", s.jobPage)
 	mux.HandleFunc("GET /jobs/{id}/events", s.jobEvents)
 	mux.HandleFunc("GET /login", s.loginPage)

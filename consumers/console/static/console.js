@@ -79,7 +79,30 @@
     });
   }
 
+  // liveOutput shows a running request's live output as its persona
+  // writes it; a retry that voids it starts the text over.
+  function liveOutput(pre) {
+    var note = pre.nextElementSibling;
+    var es = new EventSource("/requests/" + encodeURIComponent(pre.dataset.request) + "/output");
+    es.addEventListener("output", function (msg) {
+      var c = JSON.parse(msg.data);
+      pre.textContent += c.data;
+      if (c.truncated) note.textContent = "over the live output cap: " + c.truncated + " bytes not shown";
+    });
+    es.addEventListener("output_superseded", function (msg) {
+      var c = JSON.parse(msg.data);
+      pre.textContent = "";
+      note.textContent = "attempt " + c.attempt + " started over (the output of attempt " + c.supersedes + " is void)";
+    });
+    es.addEventListener("end", function () {
+      es.close();
+      pre.dataset.ended = "true";
+      note.textContent += (note.textContent ? " · " : "") + "ended: reload for the terminal record";
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("pre.live-output").forEach(liveOutput);
     if (document.getElementById("live")) live();
     if (document.getElementById("personas")) overview();
     if (document.getElementById("job")) job();
