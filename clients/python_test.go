@@ -44,12 +44,13 @@ func TestPythonClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	gates := startStreamReplica(ctx, t, bin, dev.natsURL, dev.apiURL, pyToken)
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "clients/python/tests", "-v")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
 		"PERSONAQ_URL="+dev.apiURL, "PERSONAQ_API_TOKEN="+pyToken,
 		"PERSONAQ_BIN="+bin, "PERSONAQ_NATS_URL="+dev.natsURL, "PERSONAQ_TLS_CERT="+cert, "PERSONAQ_TLS_KEY="+key,
-		"PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+		"PERSONAQ_STREAM_GATES="+gates, "PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python client tests failed (%v):\n%s", err, out)

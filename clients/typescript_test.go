@@ -32,13 +32,14 @@ func TestTypeScriptClient(t *testing.T) {
 	bin := tsBuildPersonaq(ctx, t)
 	dev := tsStartDev(ctx, t, bin, token)
 	scoped := tsStartScopedAPI(ctx, t, bin, dev.natsURL)
+	gates := startStreamReplica(ctx, t, bin, dev.natsURL, dev.apiURL, token)
 
 	tests, err := filepath.Glob(filepath.Join("typescript", "dist", "test", "*.test.js"))
 	require.NoError(t, err)
 	require.NotEmpty(t, tests, "tsc wrote no compiled tests")
 	cmd := exec.CommandContext(ctx, node, append([]string{"--test"}, tests...)...)
 	cmd.Env = append(os.Environ(), "PERSONAQ_URL="+dev.apiURL, "PERSONAQ_API_TOKEN="+token,
-		"PERSONAQ_SCOPED_URL="+scoped.url, "PERSONAQ_SUBMIT_TOKEN="+scoped.submitToken, "PERSONAQ_CANCEL_TOKEN="+scoped.cancelToken)
+		"PERSONAQ_SCOPED_URL="+scoped.url, "PERSONAQ_SUBMIT_TOKEN="+scoped.submitToken, "PERSONAQ_CANCEL_TOKEN="+scoped.cancelToken, "PERSONAQ_STREAM_GATES="+gates)
 	out := tsRun(t, cmd)
 	t.Logf("node --test: %s", tsSummary(out))
 }

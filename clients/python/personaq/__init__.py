@@ -9,6 +9,7 @@ under the request's **step budget** (every attempt, retry and backoff the
 persona's policy allows, adaptive retry included): it returns a
 :class:`Result`, or raises the :class:`Stopped` subclass of the outcome.
 :class:`AsyncClient` makes the same calls from asyncio code.
+``live_output`` follows what a streaming persona writes while it works.
 """
 
 from .aio import AsyncClient
@@ -16,8 +17,9 @@ from .client import Client
 from .errors import (AlreadyEnded, APIError, Blocked, BudgetExhausted, Cancelled, Conflict, Deferred, Escalated,
                      Forbidden, InvalidRequest, NoOutput, NotFound, OutputMismatch, PersonaqError, StepDeadlineExceeded,
                      Stopped, TooLarge, Unauthorized, Unavailable, UnknownPersona)
-from .models import (PENDING_STATUSES, TERMINAL_STATUSES, Event, Page, Persona, Record, RequestStatus,
-                     Result, TaskCancel)
+from .live import AsyncLiveOutput, LiveOutput
+from .models import (PENDING_STATUSES, TERMINAL_STATUSES, Event, LiveItem, OutputChunk, OutputSuperseded, Page, Persona,
+                     Record, RequestStatus, Result, TaskCancel)
 
 __version__ = "0.1.0"
 
@@ -27,5 +29,5 @@ __all__ = [
     "Forbidden", "InvalidRequest", "NoOutput", "NotFound", "OutputMismatch", "PersonaqError", "StepDeadlineExceeded",
     "Stopped", "TooLarge", "Unauthorized", "Unavailable", "UnknownPersona",
     "PENDING_STATUSES", "TERMINAL_STATUSES", "Event", "Page", "Persona", "Record", "RequestStatus", "Result",
-    "TaskCancel",
+    "TaskCancel", "LiveOutput", "AsyncLiveOutput", "LiveItem", "OutputChunk", "OutputSuperseded",
 ]

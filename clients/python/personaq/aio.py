@@ -13,7 +13,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Mapp
 from . import _wire as w
 from ._aiotransport import AsyncAnswer, AsyncTransport
 from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
-from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
+from .live import AsyncLiveOutput
+from .models import Event, LiveItem, Page, Persona, RequestStatus, Result, TaskCancel
 
 T = TypeVar("T")
 _STREAM_ERRORS = (OSError, EOFError, asyncio.TimeoutError, ValueError)
@@ -86,20 +87,35 @@ class AsyncClient:
                 return st
 
     async def run(self, persona: str, task_id: str, *, step: str = "main", input: Any = None,
-                  wait: Optional[w.Seconds] = None, **submit_args: Any) -> Result:
+                  wait: Optional[w.Seconds] = None, on_output: Optional[Callable[[LiveItem], Any]] = None,
+                  **submit_args: Any) -> Result:
         """Submit, then await the terminal record under the step budget
         (see :meth:`personaq.Client.run`): returns a
         :class:`~personaq.Result` or raises the :class:`~personaq.Stopped`
-        subclass of the outcome."""
+        subclass of the outcome. ``on_output`` (a function or a coroutine
+        function) gets each live output item as it comes."""
         st = await self.submit(persona, task_id, step=step, input=input, **submit_args)
         if not st.terminal:
-            st = await self.result(st.request_id, wait=self._run_wait(st, wait))
+            st = await self._await(st.request_id, self._run_wait(st, wait), on_output)
         return await self._finish(st)
 
-    async def await_result(self, request_id: str, wait: w.Seconds) -> Result:
+    async def await_result(self, request_id: str, wait: w.Seconds, *,
+                           on_output: Optional[Callable[[LiveItem], Any]] = None) -> Result:
         """Await a submitted request for up to ``wait`` and return it as
         :meth:`run` does."""
-        return await self._finish(await self.result(request_id, wait=wait))
+        return await self._finish(await self._await(request_id, w.seconds(wait), on_output))
+
+    async def _await(self, request_id: str, wait: Optional[float], on_output: Optional[Callable[[LiveItem], Any]]
+                     ) -> RequestStatus:
+        if on_output is None:
+            return await self.result(request_id, wait=wait)
+        async with AsyncLiveOutput(self._event_stream(request_id, None, 60.0,
+                                                      time.monotonic() + (wait or 0.0))) as live:
+            async for item in live:
+                done = on_output(item)
+                if asyncio.iscoroutine(done):
+                    await done
+        return live.status if live.status is not None else await self.status(request_id)
 
     def _run_wait(self, st: RequestStatus, wait: Optional[w.Seconds]) -> Optional[float]:
         if wait is not None:
@@ -127,25 +143,50 @@ class AsyncClient:
         """The request's events as they happen, ending with the terminal one;
         resumes with ``Last-Event-ID`` after a dropped connection (see
         :meth:`personaq.Client.events`)."""
+        stream = self._event_stream(request_id, last_event_id, reconnect_for)
+        try:
+            async for ev in stream:
+                if ev.event in ("attempt", "terminal"):
+                    yield ev
+        finally:
+            await stream.aclose()
+
+    def live_output(self, request_id: str, last_event_id: Optional[str] = None, *,
+                    reconnect_for: float = 60.0) -> AsyncLiveOutput:
+        """The request's live output as its persona writes it, an async
+        iterator (``async for item in client.live_output(request_id)``) of
+        :class:`~personaq.OutputChunk` and
+        :class:`~personaq.OutputSuperseded`, ending when the request does
+        (see :meth:`personaq.Client.live_output`)."""
+        return AsyncLiveOutput(self._event_stream(request_id, last_event_id, reconnect_for))
+
+    async def _event_stream(self, request_id: str, last_event_id: Optional[str], reconnect_for: float,
+                            until: Optional[float] = None) -> AsyncIterator[Event]:
+        """Every event of the request's stream, resumed after a drop; with
+        ``until`` (a monotonic time) it also ends, without the terminal
+        event, once that time has come."""
         path = w.request_path(self.endpoint, request_id, "/events")
         last, backoff, give_up = last_event_id, w.Backoff(), None  # type: Optional[str], w.Backoff, Optional[float]
         read_timeout = max(self.timeout, 45.0)
-        while True:
+
+        def left() -> float:
+            return read_timeout if until is None else min(read_timeout, until - time.monotonic())
+        while left() > 0:
             hdrs = w.headers(self._token, "text/event-stream")
             if last:
                 hdrs["Last-Event-ID"] = last
             try:
-                resp = await self._http.stream(path, hdrs, read_timeout)
+                resp = await self._http.stream(path, hdrs, left())
             except APIError as e:
                 give_up = give_up or time.monotonic() + reconnect_for
                 if not w.transient(e) or time.monotonic() >= give_up:
                     raise
-                await asyncio.sleep(backoff.next(getattr(e, "retry_after", None)))
+                await asyncio.sleep(max(min(backoff.next(getattr(e, "retry_after", None)), left()), 0))
                 continue
             try:
                 parser = w.SSEParser()
-                while True:
-                    line = await asyncio.wait_for(resp.readline(), read_timeout)
+                while left() > 0:
+                    line = await asyncio.wait_for(resp.readline(), left())
                     if not line:
                         break
                     ev = parser.line(line)
@@ -163,7 +204,7 @@ class AsyncClient:
             give_up = give_up or time.monotonic() + reconnect_for
             if time.monotonic() >= give_up:
                 raise w.unreachable(ConnectionError("event stream of %s ended without its terminal event" % request_id))
-            await asyncio.sleep(backoff.next())
+            await asyncio.sleep(max(min(backoff.next(), left()), 0))
 
     async def requests(self, task_id: Optional[str] = None, persona: Union[None, str, Iterable[str]] = None,
                        status: Union[None, str, Iterable[str]] = None,

@@ -9,7 +9,8 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 
 from . import _wire as w
 from .errors import APIError, Conflict, StepDeadlineExceeded, stopped_error
-from .models import Event, Page, Persona, RequestStatus, Result, TaskCancel
+from .live import LiveOutput
+from .models import Event, LiveItem, Page, Persona, RequestStatus, Result, TaskCancel
 from ._transport import Answer, Transport
 
 T = TypeVar("T")
@@ -105,7 +106,8 @@ class Client:
                 return st
 
     def run(self, persona: str, task_id: str, *, step: str = "main", input: Any = None,
-            wait: Optional[w.Seconds] = None, **submit_args: Any) -> Result:
+            wait: Optional[w.Seconds] = None, on_output: Optional[Callable[[LiveItem], None]] = None,
+            **submit_args: Any) -> Result:
         """Submit a persona request and await its terminal record under its
         step budget: the step deadline the server returned, plus ``grace``.
 
@@ -116,19 +118,33 @@ class Client:
         :class:`~personaq.BudgetExhausted` when the budget ended it),
         :class:`~personaq.Deferred`, :class:`~personaq.Escalated`,
         :class:`~personaq.StepDeadlineExceeded`, :class:`~personaq.Cancelled`.
-        ``wait`` replaces the step deadline as the bound. Other keyword
-        arguments are those of :meth:`submit`.
+        ``wait`` replaces the step deadline as the bound. ``on_output`` is
+        called with each item of the request's live output as it comes (see
+        :meth:`live_output`): the wait then follows the event stream instead
+        of long-polling. Other keyword arguments are those of :meth:`submit`.
         """
         st = self.submit(persona, task_id, step=step, input=input, **submit_args)
         if not st.terminal:
-            st = self.result(st.request_id, wait=self._run_wait(st, wait))
+            st = self._await(st.request_id, self._run_wait(st, wait), on_output)
         return self._finish(st)
 
-    def await_result(self, request_id: str, wait: w.Seconds) -> Result:
+    def await_result(self, request_id: str, wait: w.Seconds, *,
+                     on_output: Optional[Callable[[LiveItem], None]] = None) -> Result:
         """Await a submitted request for up to ``wait`` and return it as
         :meth:`run` does (an orchestrator that restarted mid-step awaits the
-        same request id again)."""
-        return self._finish(self.result(request_id, wait=wait))
+        same request id again), calling ``on_output`` as :meth:`run` does."""
+        return self._finish(self._await(request_id, w.seconds(wait), on_output))
+
+    def _await(self, request_id: str, wait: Optional[float], on_output: Optional[Callable[[LiveItem], None]]
+               ) -> RequestStatus:
+        """The request's status once it ended or ``wait`` did, following its
+        live output when there is an ``on_output`` to call."""
+        if on_output is None:
+            return self.result(request_id, wait=wait)
+        with LiveOutput(self._event_stream(request_id, None, 60.0, time.monotonic() + (wait or 0.0))) as live:
+            for item in live:
+                on_output(item)
+        return live.status if live.status is not None else self.status(request_id)
 
     def _run_wait(self, st: RequestStatus, wait: Optional[w.Seconds]) -> Optional[float]:
         if wait is not None:
@@ -167,24 +183,61 @@ class Client:
         seconds without progress. Pass ``last_event_id`` to resume after an
         event seen earlier.
         """
+        stream = self._event_stream(request_id, last_event_id, reconnect_for)
+        try:
+            for ev in stream:
+                if ev.event in ("attempt", "terminal"):
+                    yield ev
+        finally:
+            stream.close()
+
+    def live_output(self, request_id: str, last_event_id: Optional[str] = None, *,
+                    reconnect_for: float = 60.0) -> LiveOutput:
+        """The request's **live output** as its persona writes it: an
+        iterator of :class:`~personaq.OutputChunk` (each attempt's text in
+        order, with its attempt and offset) and
+        :class:`~personaq.OutputSuperseded` (a retry started over: discard
+        what you show of the attempts it names), ending when the request
+        does (the iterator's ``status`` is then the terminal status). A
+        caller arriving mid-stream gets the output from its start. Resumes a
+        dropped connection with ``Last-Event-ID`` (nothing lost, nothing
+        twice), as :meth:`events` does; ``last_event_id`` resumes after an
+        item seen earlier (its ``id``). A persona that streams nothing
+        yields nothing.
+        """
+        return LiveOutput(self._event_stream(request_id, last_event_id, reconnect_for))
+
+    def _event_stream(self, request_id: str, last_event_id: Optional[str], reconnect_for: float,
+                      until: Optional[float] = None) -> Iterator[Event]:
+        """Every event of the request's stream, resumed after a drop; with
+        ``until`` (a monotonic time) it also ends, without the terminal
+        event, once that time has come."""
         path = w.request_path(self.endpoint, request_id, "/events")
         last, backoff, give_up = last_event_id, w.Backoff(), None  # type: Optional[str], w.Backoff, Optional[float]
         read_timeout = max(self.timeout, 45.0)
-        while True:
+
+        def left() -> float:
+            return read_timeout if until is None else min(read_timeout, until - time.monotonic())
+        while left() > 0:
             hdrs = w.headers(self._token, "text/event-stream")
             if last:
                 hdrs["Last-Event-ID"] = last
             try:
-                conn, resp = self._http.stream(path, hdrs, read_timeout)
+                conn, resp = self._http.stream(path, hdrs, left())
             except APIError as e:
                 give_up = give_up or time.monotonic() + reconnect_for
                 if not w.transient(e) or time.monotonic() >= give_up:
                     raise
-                time.sleep(backoff.next(getattr(e, "retry_after", None)))
+                time.sleep(max(min(backoff.next(getattr(e, "retry_after", None)), left()), 0))
                 continue
             try:
                 parser = w.SSEParser()
                 for line in iter(resp.readline, b""):
+                    if until is not None:  # keep-alives come every few seconds: a wait ends on time
+                        if left() <= 0:
+                            return
+                        if conn.sock is not None:
+                            conn.sock.settimeout(left())
                     ev = parser.line(line)
                     if ev is None:
                         continue
@@ -200,7 +253,7 @@ class Client:
             give_up = give_up or time.monotonic() + reconnect_for
             if time.monotonic() >= give_up:
                 raise w.unreachable(ConnectionError("event stream of %s ended without its terminal event" % request_id))
-            time.sleep(backoff.next())
+            time.sleep(max(min(backoff.next(), left()), 0))
 
     def requests(self, task_id: Optional[str] = None, persona: Union[None, str, Iterable[str]] = None,
                  status: Union[None, str, Iterable[str]] = None, limit: Optional[int] = None) -> Iterator[RequestStatus]:

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 #: Statuses of a request that has not ended yet.
 PENDING_STATUSES = ("queued", "running", "retrying")
@@ -228,7 +228,8 @@ class Event:
     """One event of a request's event stream: an attempt event
     (``event == "attempt"``; ``kind`` is ``queued``, ``started``, ``failed``
     or ``cancelled``) or the final ``terminal`` event, whose ``status``
-    carries the terminal record. ``id`` resumes the stream after it."""
+    carries the terminal record. ``id`` resumes the stream after it. (The
+    stream's live output events are read with ``live_output``.)"""
 
     event: str
     id: Optional[str]
@@ -249,6 +250,79 @@ class Event:
     @property
     def terminal(self) -> bool:
         return self.event == "terminal"
+
+
+@dataclass
+class OutputChunk:
+    """A piece of a running request's **live output**: text one attempt
+    wrote while it worked, as it came. An attempt's chunks arrive in order;
+    their ``text`` put together is what the attempt wrote (up to the cap).
+    Live output is for watching: the terminal record still holds the
+    output a caller acts on.
+
+    ``offset`` counts the UTF-8 bytes of the attempt's output before
+    ``text`` (a reader holding fewer missed a chunk). ``truncated`` counts
+    the bytes dropped over the per-attempt cap so far, on the one marker
+    sent when the cap is crossed and on the final chunk. ``final`` marks
+    the attempt's last chunk. ``id`` is the event id: pass it as
+    ``last_event_id`` to resume after this chunk."""
+
+    request_id: str
+    attempt: int
+    offset: int
+    #: The text (the wire's ``data``).
+    text: str
+    truncated: int = 0
+    final: bool = False
+    at: Optional[datetime] = None
+    id: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any], event_id: Optional[str] = None) -> "OutputChunk":
+        return cls(request_id=d.get("request_id", ""), attempt=int(d.get("attempt") or 0),
+                   offset=int(d.get("offset") or 0), text=d.get("data") or "",
+                   truncated=int(d.get("truncated") or 0), final=bool(d.get("final")),
+                   at=parse_time(d.get("at")), id=event_id, raw=d)
+
+    @property
+    def end(self) -> int:
+        """The attempt's offset after this chunk (UTF-8 bytes)."""
+        return self.offset + len(self.text.encode("utf-8"))
+
+
+@dataclass
+class OutputSuperseded:
+    """A retry started over: the live output of every attempt up to
+    ``supersedes`` is void (discard what you show of it); ``attempt``'s
+    chunks follow. Sent only when an earlier attempt wrote output. ``id``
+    is the event id, as on :class:`OutputChunk`."""
+
+    request_id: str
+    attempt: int
+    supersedes: int
+    at: Optional[datetime] = None
+    id: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any], event_id: Optional[str] = None) -> "OutputSuperseded":
+        return cls(request_id=d.get("request_id", ""), attempt=int(d.get("attempt") or 0),
+                   supersedes=int(d.get("supersedes") or 0), at=parse_time(d.get("at")), id=event_id, raw=d)
+
+
+#: What a live output iterator yields.
+LiveItem = Union[OutputChunk, OutputSuperseded]
+
+
+def live_item(ev: "Event") -> Optional[LiveItem]:
+    """The live output item an event carries (``None`` for attempt and
+    terminal events)."""
+    if ev.event == "output":
+        return OutputChunk.from_dict(ev.data, ev.id)
+    if ev.event == "output_superseded":
+        return OutputSuperseded.from_dict(ev.data, ev.id)
+    return None
 
 
 @dataclass

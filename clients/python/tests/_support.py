@@ -16,13 +16,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import personaq  # noqa: E402  (after the path is set)
 
 
-def live_url() -> str:
-    url = os.environ.get("PERSONAQ_URL", "")
-    if not url:
+def live_env(name: str, what: str) -> str:
+    """The variable's value; without it the test skips (fails under
+    PERSONAQ_REQUIRE_LIVE=1)."""
+    value = os.environ.get(name, "")
+    if not value:
         if os.environ.get("PERSONAQ_REQUIRE_LIVE") == "1":
-            raise AssertionError("PERSONAQ_URL is not set but PERSONAQ_REQUIRE_LIVE=1")
-        raise unittest.SkipTest("PERSONAQ_URL not set: no live personaq to test against")
-    return url
+            raise AssertionError("%s is not set but PERSONAQ_REQUIRE_LIVE=1" % name)
+        raise unittest.SkipTest("%s not set: no %s to test against" % (name, what))
+    return value
+
+
+def live_url() -> str:
+    return live_env("PERSONAQ_URL", "live personaq")
 
 
 def task(prefix: str) -> str:

@@ -188,6 +188,70 @@ class ReconnectTest(unittest.TestCase):
         self.assertEqual(events[-1].status.output_bytes, b'{"ok": true}')
 
 
+def output(seq: str, attempt: int, offset: int, data: str, final: bool = False) -> bytes:
+    chunk = {"schema_version": 1, "request_id": "r1", "attempt": attempt, "offset": offset, "data": data,
+             "at": "2026-11-27T03:04:05.006Z"}
+    if final:
+        chunk["final"] = True
+    return b"event: output\nid: %s\ndata: %s\n\n" % (seq.encode(), json.dumps(chunk).encode())
+
+
+SUPERSEDED = (b'event: output_superseded\nid: 4.3\ndata: {"schema_version":1,"request_id":"r1","attempt":2,'
+              b'"offset":0,"data":"","supersedes":1,"at":"2026-11-27T03:04:05.006Z"}\n\n')
+
+
+class LiveOutputOfflineTest(unittest.TestCase):
+    """The live output iterators over a scripted stream dropped mid-way:
+    items typed, attempt events left out, Last-Event-ID the last event's
+    id whatever its kind."""
+
+    SCRIPT = [
+        [attempt(1, "started"), output("1.1", 1, 0, "Hé, "), output("1.2", 1, 5, "world", final=True)],
+        [attempt(3, "failed").replace(b"id: 3", b"id: 3.2"), SUPERSEDED],
+        [output("4.5", 2, 0, "again", final=True), TERMINAL_EVENT],
+    ]
+
+    def serve(self) -> Server:
+        srv = Server([sse(self.SCRIPT[0], end=False), sse(self.SCRIPT[1], end=False), sse(self.SCRIPT[2], end=True)])
+        self.addCleanup(srv.stop)
+        return srv
+
+    def check(self, srv: Server, items, live) -> None:
+        self.assertEqual([type(i).__name__ for i in items],
+                         ["OutputChunk", "OutputChunk", "OutputSuperseded", "OutputChunk"])
+        c = items[1]
+        self.assertEqual((c.attempt, c.offset, c.text, c.final, c.end, c.id), (1, 5, "world", True, 10, "1.2"))
+        self.assertEqual(items[0].end, 5)  # UTF-8 bytes: é is two
+        self.assertEqual((items[2].attempt, items[2].supersedes, items[2].id), (2, 1, "4.3"))
+        self.assertEqual(items[0].at.year, 2026)
+        self.assertEqual([h.get("Last-Event-ID") for _, h in srv.seen], [None, "1.2", "4.3"])
+        self.assertEqual((live.status.status, live.last_event_id), ("succeeded", "terminal"))
+
+    def test_sync(self):
+        srv = self.serve()
+        with personaq.Client(srv.url, token="t") as c:
+            live = c.live_output("r1")
+            items = list(live)
+        self.check(srv, items, live)
+
+    def test_async(self):
+        srv = self.serve()
+
+        async def main():
+            async with personaq.AsyncClient(srv.url, token="t") as c:
+                live = c.live_output("r1")
+                return [i async for i in live], live
+        items, live = asyncio.run(main())
+        self.check(srv, items, live)
+
+    def test_events_leave_output_out_but_resume_after_it(self):
+        srv = self.serve()
+        with personaq.Client(srv.url, token="t") as c:
+            kinds = [(e.event, e.id) for e in c.events("r1")]
+        self.assertEqual(kinds, [("attempt", "1"), ("attempt", "3.2"), ("terminal", "terminal")])
+        self.assertEqual([h.get("Last-Event-ID") for _, h in srv.seen], [None, "1.2", "4.3"])
+
+
 CANCELLED = dict(RUNNING, status="cancelled", record={
     "request_id": "r1", "task_id": "t", "step": "main", "persona": "echo", "outcome": "cancelled",
     "reason": "cancelled", "attempts": 1, "detail": "gave up", "cancelled_by": "ci"})

@@ -5,6 +5,8 @@ import { readSse } from "./sse.js";
 import { Transport, isNetworkError, problemError } from "./transport.js";
 import {
   type Json,
+  type LiveOutputEvent,
+  type OutputChunk,
   type Persona,
   type PersonaRequest,
   type RequestEvent,
@@ -59,6 +61,8 @@ export interface ResultOptions extends CallOptions {
 export interface RunOptions extends CallOptions {
   /** Called with each attempt event (queued, started, failed …) as it happens. */
   onEvent?: (event: RequestEvent) => void;
+  /** Called with each live output chunk and superseded notice as it comes (see liveOutput). */
+  onOutput?: (event: LiveOutputEvent) => void;
 }
 
 /** Options of wait. */
@@ -67,10 +71,56 @@ export interface WaitOptions extends RunOptions {
   deadline?: Date | string | number;
 }
 
-/** Options of events. */
+/** Options of events and liveOutput. */
 export interface EventsOptions extends CallOptions {
-  /** Resume after this event id (an attempt sequence, or "terminal"). */
+  /** Resume after this event id (an event's `id`, or "terminal"). */
   lastEventId?: string;
+}
+
+/** An event of the stream, live output included. */
+type StreamEvent = RequestEvent | LiveOutputEvent;
+
+/**
+ * A request's live output as it is written (Client.liveOutput): an async
+ * iterator of chunks and superseded notices that ends when the request
+ * does; `status` is then its terminal status, with the record.
+ */
+export class LiveOutput implements AsyncIterableIterator<LiveOutputEvent> {
+  /** The terminal status, once the iteration ended. */
+  status: RequestStatus | undefined;
+  /** The id of the last event read (attempt events included): liveOutput(id, {lastEventId}) resumes after it. */
+  lastEventId: string;
+
+  constructor(
+    private readonly stream: AsyncGenerator<StreamEvent>,
+    lastEventId: string,
+  ) {
+    this.lastEventId = lastEventId;
+  }
+
+  [Symbol.asyncIterator](): LiveOutput {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<LiveOutputEvent, undefined>> {
+    for (;;) {
+      const r = await this.stream.next();
+      if (r.done) return { done: true, value: undefined };
+      const ev = r.value;
+      this.lastEventId = ev.id;
+      if (ev.type === "terminal") {
+        this.status = ev.status;
+        return this.return();
+      }
+      if (ev.type !== "attempt") return { done: false, value: ev };
+    }
+  }
+
+  /** Stops following (a `break` out of `for await` calls it): the connection is closed. */
+  async return(): Promise<IteratorResult<LiveOutputEvent, undefined>> {
+    await this.stream.return(undefined);
+    return { done: true, value: undefined };
+  }
 }
 
 /** Filters of requests. */
@@ -179,8 +229,8 @@ export class Client {
    */
   async wait(requestId: string, options: WaitOptions = {}): Promise<RunResult> {
     const until = deadlineMs(options.deadline) + this.graceMs;
-    const st = options.onEvent
-      ? await this.waitEvents(requestId, until, options.onEvent, options.signal)
+    const st = options.onEvent || options.onOutput
+      ? await this.waitEvents(requestId, until, options, options.signal)
       : await this.result(requestId, { wait: until - Date.now(), signal: options.signal });
     if (!st?.record) {
       throw new StepDeadlineError(
@@ -206,8 +256,24 @@ export class Client {
    * event with the status and record, then the end. A dropped connection is
    * resumed with Last-Event-ID (no loss, no repeat).
    */
-  events(requestId: string, options: EventsOptions = {}): AsyncGenerator<RequestEvent> {
-    return this.eventStream(requestId, options.lastEventId ?? "", options.signal, undefined);
+  async *events(requestId: string, options: EventsOptions = {}): AsyncGenerator<RequestEvent> {
+    for await (const ev of this.eventStream(requestId, options.lastEventId ?? "", options.signal, undefined)) {
+      if (ev.type === "attempt" || ev.type === "terminal") yield ev;
+    }
+  }
+
+  /**
+   * The request's live output as its persona writes it: chunks in order,
+   * each with its attempt and offset, and a notice when a retry supersedes
+   * what earlier attempts wrote; it ends when the request does (`status`
+   * is then the terminal status). A caller arriving mid-stream gets the
+   * output from its start; a dropped connection is resumed with
+   * Last-Event-ID (nothing lost, nothing twice). A persona that streams
+   * nothing yields nothing.
+   */
+  liveOutput(requestId: string, options: EventsOptions = {}): LiveOutput {
+    const last = options.lastEventId ?? "";
+    return new LiveOutput(this.eventStream(requestId, last, options.signal, undefined), last);
   }
 
   /** Requests, newest first, page after page (limit is the page size). */
@@ -297,15 +363,16 @@ export class Client {
     return { output: parseOutput(outputBytes), outputBytes, record };
   }
 
-  /** Waits through the event stream, calling onEvent for attempt events, until the terminal one or until. */
-  private async waitEvents(requestId: string, until: number, onEvent: (e: RequestEvent) => void, signal?: AbortSignal): Promise<RequestStatus | undefined> {
+  /** Waits through the event stream, calling onEvent and onOutput, until the terminal event or until. */
+  private async waitEvents(requestId: string, until: number, on: RunOptions, signal?: AbortSignal): Promise<RequestStatus | undefined> {
     const link = linkSignals(signal);
     const timedOut = new Error("wait ended");
     const timer = Number.isFinite(until) ? setTimeout(() => link.abort(timedOut), Math.max(0, until - Date.now())) : undefined;
     try {
       for await (const ev of this.eventStream(requestId, "", link.signal, until)) {
         if (ev.type === "terminal") return ev.status;
-        onEvent(ev);
+        if (ev.type === "attempt") on.onEvent?.(ev);
+        else on.onOutput?.(ev);
       }
       return undefined;
     } catch (err) {
@@ -317,7 +384,7 @@ export class Client {
     }
   }
 
-  private async *eventStream(requestId: string, lastEventId: string, signal: AbortSignal | undefined, until: number | undefined): AsyncGenerator<RequestEvent> {
+  private async *eventStream(requestId: string, lastEventId: string, signal: AbortSignal | undefined, until: number | undefined): AsyncGenerator<StreamEvent> {
     let last = lastEventId;
     let failingSince: number | undefined;
     for (let n = 0; ; n++) {
@@ -336,6 +403,11 @@ export class Client {
           n = 0;
           last = msg.id;
           if (msg.event === "attempt") yield { type: "attempt", id: msg.id, attempt: JSON.parse(msg.data) };
+          if (msg.event === "output") yield { type: "output", id: msg.id, chunk: JSON.parse(msg.data) };
+          if (msg.event === "output_superseded") {
+            const chunk: OutputChunk = JSON.parse(msg.data);
+            yield { type: "output_superseded", id: msg.id, attempt: chunk.attempt, supersedes: chunk.supersedes ?? chunk.attempt - 1, chunk };
+          }
           if (msg.event === "terminal") {
             yield { type: "terminal", id: msg.id, status: JSON.parse(msg.data) };
             return;

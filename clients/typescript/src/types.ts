@@ -178,6 +178,39 @@ export type RequestEvent =
   | { type: "attempt"; id: string; attempt: AttemptEvent }
   | { type: "terminal"; id: string; status: RequestStatus };
 
+/**
+ * A piece of a running request's live output: text one attempt wrote while
+ * it worked. An attempt's chunks come in order; their `data` put together
+ * is what it wrote, up to the cap. Live output is for watching: the
+ * terminal record still holds the output a caller acts on.
+ */
+export interface OutputChunk {
+  schema_version: number;
+  request_id: string;
+  /** The attempt that wrote it (1, 2, …). */
+  attempt: number;
+  /** UTF-8 bytes of this attempt's output before `data`: a reader holding fewer missed a chunk. */
+  offset: number;
+  /** The text (empty on markers). */
+  data: string;
+  /** Bytes of this attempt's output dropped over the cap so far: on the one marker sent when the cap is crossed, and on the final chunk. */
+  truncated?: number;
+  /** The attempt's last chunk (its persona returned). */
+  final?: boolean;
+  /** On the marker that opens a retry: the output of every attempt up to this one is void. */
+  supersedes?: number;
+  at: string;
+}
+
+/**
+ * One item of Client.liveOutput: a chunk (`output`), or a retry starting
+ * over (`output_superseded`: discard what you show of attempts up to
+ * `supersedes`; `attempt`'s chunks follow). `id` resumes after it.
+ */
+export type LiveOutputEvent =
+  | { type: "output"; id: string; chunk: OutputChunk }
+  | { type: "output_superseded"; id: string; attempt: number; supersedes: number; chunk: OutputChunk };
+
 /** A served persona and its policy summary. */
 export interface Persona {
   name: string;

@@ -49,3 +49,20 @@ export function within(ms = 30_000): AbortSignal {
   (timer as { unref?: () => void }).unref?.(); // Node: the timer does not keep the test process alive
   return ctl.signal;
 }
+
+/** The gates of the harness's streaming personas (PERSONAQ_STREAM_GATES), or undefined. */
+export const gatesUrl = process.env.PERSONAQ_STREAM_GATES;
+
+/** Skip text for a test that needs the streaming personas. */
+export const noStreaming = noLive || (gatesUrl ? false : "PERSONAQ_STREAM_GATES is not set: no streaming personas to test against");
+
+/** A gate name no other test uses. */
+export function gate(): string {
+  return `g-${crypto.randomUUID()}`;
+}
+
+/** Opens a gate: the streaming persona waiting at it goes on. */
+export async function openGate(name: string): Promise<void> {
+  const res = await fetch(`${gatesUrl}/gates/${name}`, { method: "POST" });
+  if (res.status !== 204) throw new Error(`open gate ${name}: ${res.status}`);
+}

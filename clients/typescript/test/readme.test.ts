@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { test } from "node:test";
-import { noLive } from "./live.js";
+import { noLive, noStreaming } from "./live.js";
 
 const root = new URL("../../", import.meta.url);
 
@@ -50,4 +50,13 @@ test("the README's cancelling runs against personaq", { skip: noLive }, async ()
   ]);
   assert.equal(logged.length, 4);
   assert.equal(logged[3][1], "cancelled,");
+});
+
+test("the README's live output runs against personaq", { skip: noStreaming }, async () => {
+  const logged = await runExample("live");
+  const last = logged.pop();
+  assert.deepEqual(last, ["succeeded", 1]);
+  // Chunk boundaries depend on timing; the text they carry does not.
+  assert.ok(logged.every((l) => l[0] === 1 && typeof l[1] === "number"), JSON.stringify(logged));
+  assert.equal(logged.map((l) => JSON.parse(String(l[2]))).join(""), "Reading the code.\nThe change is sound.\n");
 });
