@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -294,6 +295,12 @@ func (r *Runtime) Provision(ctx context.Context) error {
 // Run provisions, then consumes until ctx is done, then drains: in-flight
 // attempts get DrainTimeout to finish and the rest are released.
 func (r *Runtime) Run(ctx context.Context) error {
+	// Every loop Run starts has ended when it returns: none writes to the
+	// logger (or anything else of the caller's) after Run.
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
@@ -324,20 +331,20 @@ func (r *Runtime) Run(ctx context.Context) error {
 	// The router stops reading when ctx ends but only closes subscribers it
 	// still watches; closing them here is what drains in-flight work.
 	drained := make(chan struct{})
-	go func() {
+	loops.Go(func() {
 		defer close(drained)
 		<-ctx.Done()
 		for _, s := range subs {
 			_ = s.Close()
 		}
-	}()
+	})
 	if r.ledger != nil {
-		go r.watchLedger(ctx, 2*time.Second)
-		go r.leases.run(ctx, r.leaseInterval())
+		loops.Go(func() { r.watchLedger(ctx, 2*time.Second) })
+		loops.Go(func() { r.leases.run(ctx, r.leaseInterval()) })
 	}
-	go r.watchCircuits(ctx)
-	go r.watchBacklog(ctx)
-	go func() {
+	loops.Go(func() { r.watchCircuits(ctx) })
+	loops.Go(func() { r.watchBacklog(ctx) })
+	loops.Go(func() {
 		select {
 		case <-router.Running():
 			r.health.bound.Store(true)
@@ -345,7 +352,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		}
 		<-ctx.Done()
 		r.health.bound.Store(false) // draining: not ready for new work
-	}()
+	})
 	defer r.health.bound.Store(false)
 	r.log.Info().Int("personas", len(r.personas)).Bool("ledger", r.ledger != nil).Msg("personaq runtime started")
 	if r.ledger == nil {

@@ -34,10 +34,12 @@ var repoRoot = func() string {
 // test file must name the page, so a page cannot be listed here without a
 // test that reads it.
 var docOwners = map[string]string{
-	"docs/api.md":      "cmd/api/docs_test.go",        // every shell block run against a live server
-	"docs/wire.md":     "cmd/api/docs_test.go",        // its Go program built and run
-	"docs/personas.md": "handlers/personadoc_test.go", // its examples fed to the invokers
-	"docs/cli.md":      "cmd/cli/docgen_test.go",      // generated, held current
+	"docs/api.md":        "cmd/api/docs_test.go",        // every shell block run against a live server
+	"docs/wire.md":       "cmd/api/docs_test.go",        // its Go program built and run
+	"docs/personas.md":   "handlers/personadoc_test.go", // its examples fed to the invokers
+	"docs/cli.md":        "cmd/cli/docgen_test.go",      // generated, held current
+	"docs/output.md":     "cmd/api/outputdoc_test.go",   // every block run or fed to the server
+	"docs/durability.md": "cmd/cli/migrate_doc_test.go", // its migration run with the built binary
 }
 
 // readmeOwners are the README's marked blocks and the tests that run them.
