@@ -446,8 +446,10 @@ func TestNATSPermissionsReplicaRefused(t *testing.T) {
 			_, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "SNEAKY", Subjects: []string{"sneaky.>"}})
 			return err
 		}, streamsIntact},
-		{"PurgeStream", "$JS.API.STREAM.PURGE.PERSONAQ_REQUESTS", func(ctx context.Context, c *client) error {
-			s, err := c.js.Stream(ctx, "PERSONAQ_REQUESTS") // STREAM.INFO is granted (advisory listener)
+		// The requests stream's purge is granted (the trim of acked
+		// requests); the terminal records' is not.
+		{"PurgeStream", "$JS.API.STREAM.PURGE.PERSONAQ_OUTCOMES", func(ctx context.Context, c *client) error {
+			s, err := c.js.Stream(ctx, "PERSONAQ_OUTCOMES") // STREAM.INFO is granted (records read back)
 			if err != nil {
 				return err
 			}
