@@ -64,8 +64,13 @@ func (o OutputTopology) withDefaults() OutputTopology {
 }
 
 func (o OutputTopology) validate() error {
-	if o.MaxAge < 0 || o.MaxBytes < 0 || o.AttemptMax < 0 {
-		return fmt.Errorf("%w: topology.output: max_age, max_bytes and attempt_max must not be negative", ErrInvalidConfig)
+	for _, f := range []struct {
+		field string
+		v     int64
+	}{{"topology.output_max_age", int64(o.MaxAge)}, {"topology.output_max_bytes", o.MaxBytes}, {"topology.output_attempt_max", o.AttemptMax}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s must not be negative", ErrInvalidConfig, f.field)
+		}
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ func (f *File) Topology() consumers.Topology {
 		DuplicateWindow: t.DuplicateWindow.Std(), OutcomesMaxAge: t.OutcomesMaxAge.Std(),
 		OutputsBucket: t.OutputsBucket, InlineOutputMax: t.InlineOutputMax,
 		AttemptsStream: t.AttemptsStream, AttemptsPrefix: t.AttemptsPrefix, AttemptsMaxAge: t.AttemptsMaxAge.Std(),
+		Output: consumers.OutputTopology{
+			Stream: t.OutputStream, Prefix: t.OutputPrefix, MaxAge: t.OutputMaxAge.Std(),
+			MaxBytes: int64(t.OutputMaxBytes), AttemptMax: int64(t.OutputAttemptMax),
+		},
 	}.WithDefaults()
 }
 

@@ -38,6 +38,11 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orStr(&t.AttemptsStream, def.AttemptsStream)
 	orStr(&t.AttemptsPrefix, def.AttemptsPrefix)
 	orDur(&t.AttemptsMaxAge, def.AttemptsMaxAge)
+	orStr(&t.OutputStream, def.Output.Stream)
+	orStr(&t.OutputPrefix, def.Output.Prefix)
+	orDur(&t.OutputMaxAge, def.Output.MaxAge)
+	orInt(&t.OutputMaxBytes, int(def.Output.MaxBytes))
+	orInt(&t.OutputAttemptMax, int(def.Output.AttemptMax))
 
 	orDur(&f.Runtime.DrainTimeout, DefaultDrainTimeout)
 	orDur(&f.Runtime.FetchMaxWait, DefaultFetchMaxWait)

@@ -63,6 +63,11 @@
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_STREAM           topology.attempts_stream
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_PREFIX           topology.attempts_prefix
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_MAX_AGE          topology.attempts_max_age
+//	PERSONAQ_TOPOLOGY_OUTPUT_STREAM             topology.output_stream
+//	PERSONAQ_TOPOLOGY_OUTPUT_PREFIX             topology.output_prefix
+//	PERSONAQ_TOPOLOGY_OUTPUT_MAX_AGE            topology.output_max_age
+//	PERSONAQ_TOPOLOGY_OUTPUT_MAX_BYTES          topology.output_max_bytes
+//	PERSONAQ_TOPOLOGY_OUTPUT_ATTEMPT_MAX        topology.output_attempt_max
 //	PERSONAQ_RUNTIME_DRAIN_TIMEOUT              runtime.drain_timeout
 //	PERSONAQ_RUNTIME_FETCH_MAX_WAIT             runtime.fetch_max_wait
 //	PERSONAQ_RUNTIME_UNKNOWN_PERSONA_GRACE      runtime.unknown_persona_grace

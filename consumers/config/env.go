@@ -67,6 +67,11 @@ var envTable = []envVar{
 	{"topology.attempts_stream", str(func(f *File) *string { return &f.TopologyConfig.AttemptsStream })},
 	{"topology.attempts_prefix", str(func(f *File) *string { return &f.TopologyConfig.AttemptsPrefix })},
 	{"topology.attempts_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.AttemptsMaxAge })},
+	{"topology.output_stream", str(func(f *File) *string { return &f.TopologyConfig.OutputStream })},
+	{"topology.output_prefix", str(func(f *File) *string { return &f.TopologyConfig.OutputPrefix })},
+	{"topology.output_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.OutputMaxAge })},
+	{"topology.output_max_bytes", integer(func(f *File) *int { return &f.TopologyConfig.OutputMaxBytes })},
+	{"topology.output_attempt_max", integer(func(f *File) *int { return &f.TopologyConfig.OutputAttemptMax })},
 
 	{"runtime.drain_timeout", duration(func(f *File) *Duration { return &f.Runtime.DrainTimeout })},
 	{"runtime.fetch_max_wait", duration(func(f *File) *Duration { return &f.Runtime.FetchMaxWait })},

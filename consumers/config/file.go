@@ -159,6 +159,20 @@ type TopologyConfig struct {
 	AttemptsPrefix string `yaml:"attempts_prefix"`
 	// AttemptsMaxAge is how long attempt events are kept. Default: 24h.
 	AttemptsMaxAge Duration `yaml:"attempts_max_age"`
+	// Live output: what personas write while they work, streamed to
+	// callers. Default: PERSONAQ_OUTPUT, subjects
+	// personaq.output.<request>.<attempt>, in memory.
+	OutputStream string `yaml:"output_stream"`
+	OutputPrefix string `yaml:"output_prefix"`
+	// OutputMaxAge is how long live output chunks are kept. Default: 1h.
+	OutputMaxAge Duration `yaml:"output_max_age"`
+	// OutputMaxBytes bounds the live output stream's memory; past it the
+	// oldest chunks go first. Default: 268435456 (256 MiB).
+	OutputMaxBytes int `yaml:"output_max_bytes"`
+	// OutputAttemptMax caps the live output of one attempt, in bytes; past
+	// it the rest is dropped and counted, the persona never blocked.
+	// Default: 1048576 (1 MiB).
+	OutputAttemptMax int `yaml:"output_attempt_max"`
 }
 
 // RuntimeConfig tunes the consumer runtime.

@@ -165,6 +165,7 @@ func (t TopologyConfig) validate(probs *problems) {
 		{"topology.requests_stream", t.RequestsStream},
 		{"topology.quarantine_stream", t.QuarantineStream},
 		{"topology.outcomes_stream", t.OutcomesStream},
+		{"topology.output_stream", t.OutputStream},
 	}
 	for i, s := range streams {
 		if !streamNameRe.MatchString(s.name) {
@@ -180,6 +181,7 @@ func (t TopologyConfig) validate(probs *problems) {
 		{"topology.requests_prefix", t.RequestsPrefix},
 		{"topology.quarantine_prefix", t.QuarantinePrefix},
 		{"topology.outcomes_prefix", t.OutcomesPrefix},
+		{"topology.output_prefix", t.OutputPrefix},
 	}
 	for _, p := range prefixes {
 		for tok := range strings.SplitSeq(p.prefix, ".") {
@@ -198,6 +200,9 @@ func (t TopologyConfig) validate(probs *problems) {
 	nonNegative(probs, "topology.duplicate_window", t.DuplicateWindow)
 	nonNegative(probs, "topology.outcomes_max_age", t.OutcomesMaxAge)
 	nonNegative(probs, "topology.attempts_max_age", t.AttemptsMaxAge)
+	nonNegative(probs, "topology.output_max_age", t.OutputMaxAge)
+	nonNegative(probs, "topology.output_max_bytes", t.OutputMaxBytes)
+	nonNegative(probs, "topology.output_attempt_max", t.OutputAttemptMax)
 	if t.InlineOutputMax < 0 || t.InlineOutputMax > 256<<10 {
 		probs.add("topology.inline_output_max", "must be between 0 and 262144 bytes, got %d", t.InlineOutputMax)
 	}
