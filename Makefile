@@ -49,6 +49,8 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkCancel' -benchtime=1x -count=1 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSubmitAwait' -benchtime=1000x -count=1 -timeout 30m ./cmd/api/
 	$(GO) test -run='^$$' -bench='^BenchmarkLongPolls10k$$' -benchtime=1x -count=1 -timeout 30m ./cmd/api/
+	$(GO) test -run='^$$' -bench='^BenchmarkLiveOutput$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkPipelineFsyncs$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
 
 bench-peers: ## asynq and River versus personaq (needs redis-server, postgresql; ~10 min; BENCHMARKS.md)
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { echo "bench-peers: redis-server not found: apt-get install redis-server"; exit 1; }
