@@ -37,9 +37,10 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Move a work-queue requests stream to limits retention, keeping every open request",
 		Long: `migrate-requests moves a requests stream provisioned by an earlier personaq (work-queue
 retention: every ack is a second fsync on the server) to limits retention, which the
-server cannot change in place. Stop every replica first; callers may go on submitting.
+server cannot change in place. Stop every replica first; callers may go on submitting:
+while it runs their submits are refused (and sent again), never acknowledged and lost.
 
-It copies the open requests (a work queue holds nothing else) to a holding stream,
+It seals the old stream, copies the open requests (a work queue holds nothing else) to a holding stream,
 deletes the old stream, provisions the new one and copies them back with their
 headers and message ids, then deletes the holding stream. Every step can be run
 again: a run that stopped half-way resumes from the holding stream. A request that
@@ -115,6 +116,16 @@ func holdStream(t consumers.Topology) jetstream.StreamConfig {
 func holdRequests(ctx context.Context, js jetstream.JetStream, old jetstream.Stream, hold jetstream.StreamConfig, wait time.Duration) error {
 	if err := waitIdle(ctx, old, wait); err != nil {
 		return err
+	}
+	// Sealed, the old stream refuses every publish from here on: a caller
+	// submitting now gets an error and sends again, instead of an
+	// acknowledgement for a request stored after the copy and deleted with
+	// the stream.
+	if cfg := old.CachedInfo().Config; !cfg.Sealed {
+		cfg.Sealed = true
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("seal work-queue stream %s: %w", cfg.Name, err)
+		}
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, hold); err != nil {
 		return fmt.Errorf("holding stream %s: %w", hold.Name, err)

@@ -71,12 +71,17 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 
 	var runs sync.Map
 	const total = 60
-	var ids []string
+	var (
+		idsMu sync.Mutex
+		ids   []string
+	)
 	publish := func() {
 		req := schemas.NewRequest("t-mig", "main", "mig")
 		_, err := consumers.PublishRequest(ctx, js, topo, req)
 		require.NoError(t, err)
+		idsMu.Lock()
 		ids = append(ids, req.RequestID)
+		idsMu.Unlock()
 	}
 	for range total - 10 {
 		publish()
@@ -91,7 +96,35 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, open, "requests still queued when the migration starts")
 
+	// A caller goes on submitting through the migration: a submit the
+	// server acknowledged is kept; one refused (no requests stream for a
+	// moment) is the caller's to send again.
+	stopSubmits := make(chan struct{})
+	var submits sync.WaitGroup
+	acked, refused := 0, 0
+	submits.Go(func() {
+		for {
+			select {
+			case <-stopSubmits:
+				return
+			default:
+			}
+			req := schemas.NewRequest("t-mig", "main", "mig")
+			if _, err := consumers.PublishRequest(ctx, js, topo, req); err != nil {
+				refused++
+			} else {
+				acked++
+				idsMu.Lock()
+				ids = append(ids, req.RequestID)
+				idsMu.Unlock()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
 	code, out, errOut := run(t, ctx, "--nats-url", n.URL(), "migrate-requests")
+	close(stopSubmits)
+	submits.Wait()
+	t.Logf("submits during the migration: %d acknowledged, %d refused", acked, refused)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "limits retention")
 	ret, err = consumers.RequestRetention(ctx, js, topo)
@@ -99,7 +132,7 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 	require.Equal(t, jetstream.LimitsPolicy, ret)
 	moved, err := consumers.Unsettled(ctx, js, topo)
 	require.NoError(t, err)
-	require.Equal(t, open, moved, "every open request moved, none twice")
+	require.Equal(t, open+uint64(acked), moved, "every open request moved, none twice, and every acknowledged submit kept")
 	for range 10 { // a caller submitting after the migration
 		publish()
 	}
