@@ -16,7 +16,8 @@ import (
 // escape encoding/json would not write back the same, invalid UTF-8,
 // nesting deeper than maxCanonDepth.
 func canonicalJSON(dst, src []byte) ([]byte, bool) {
-	c := canonParser{src: src}
+	var stack [32]canonMember
+	c := canonParser{src: src, members: stack[:0]}
 	dst, ok := c.value(dst, 0)
 	if !ok {
 		return nil, false
@@ -30,11 +31,15 @@ const maxCanonDepth = 256
 type canonParser struct {
 	src []byte
 	i   int
+	// members is a stack of the open objects' members; scratch holds an
+	// object's values while they are put in order.
+	members []canonMember
+	scratch []byte
 }
 
 type canonMember struct {
 	key        []byte // raw, without quotes (no escapes)
-	start, end int    // the canonical value, in the object's scratch
+	start, end int    // the canonical value, from the object's start in dst
 }
 
 func (c *canonParser) space() {
@@ -117,18 +122,20 @@ func (c *canonParser) array(dst []byte, depth int) ([]byte, bool) {
 	}
 }
 
-// object writes the members' canonical values to a scratch buffer, then
-// appends them to dst in key order. At depth 0 (the request itself) the
-// fields the digest leaves out are skipped.
+// object writes the members' canonical values to dst as they come, then
+// moves them into key order through the parser's scratch buffer (inner
+// objects are done with it by then). At depth 0 (the request itself) the
+// fields the digest leaves out are skipped. Members are kept on the
+// parser's stack, so an object costs no allocation of its own.
 func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 	c.i++
-	var scratch []byte
-	var members []canonMember
 	c.space()
 	if c.i < len(c.src) && c.src[c.i] == '}' {
 		c.i++
 		return append(dst, "{}"...), true
 	}
+	mark, base := len(dst), len(c.members)
+	defer func() { c.members = c.members[:base] }()
 	for {
 		c.space()
 		if c.i >= len(c.src) || c.src[c.i] != '"' {
@@ -143,12 +150,12 @@ func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 			return dst, false
 		}
 		c.i++
-		start := len(scratch)
-		if scratch, ok = c.value(scratch, depth+1); !ok {
+		start := len(dst)
+		if dst, ok = c.value(dst, depth+1); !ok {
 			return dst, false
 		}
 		if depth > 0 || (string(key) != "created_at" && string(key) != "schema_version") {
-			members = append(members, canonMember{key: key, start: start, end: len(scratch)})
+			c.members = append(c.members, canonMember{key: key, start: start - mark, end: len(dst) - mark})
 		}
 		c.space()
 		if c.i >= len(c.src) {
@@ -163,8 +170,10 @@ func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 		}
 		c.i++
 	}
+	c.scratch = append(c.scratch[:0], dst[mark:]...)
+	dst = append(dst[:mark], '{')
+	members := c.members[base:]
 	slices.SortStableFunc(members, func(a, b canonMember) int { return bytes.Compare(a.key, b.key) })
-	dst = append(dst, '{')
 	n := 0
 	for k, m := range members {
 		if k+1 < len(members) && bytes.Equal(m.key, members[k+1].key) {
@@ -175,7 +184,7 @@ func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 		}
 		n++
 		dst = append(append(append(dst, '"'), m.key...), `":`...)
-		dst = append(dst, scratch[m.start:m.end]...)
+		dst = append(dst, c.scratch[m.start:m.end]...)
 	}
 	return append(dst, '}'), true
 }
