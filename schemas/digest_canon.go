@@ -17,20 +17,19 @@ import (
 // nesting deeper than maxCanonDepth.
 func canonicalJSON(dst, src []byte) ([]byte, bool) {
 	var stack [32]canonMember
-	c := canonParser{src: src, members: stack[:0]}
+	c := canonParser{fastScan: fastScan{data: src}, members: stack[:0]}
 	dst, ok := c.value(dst, 0)
 	if !ok {
 		return nil, false
 	}
-	c.space()
+	c.ws()
 	return dst, c.i == len(src)
 }
 
 const maxCanonDepth = 256
 
 type canonParser struct {
-	src []byte
-	i   int
+	fastScan // data and position, whitespace
 	// members is a stack of the open objects' members; scratch holds an
 	// object's values while they are put in order.
 	members []canonMember
@@ -42,23 +41,12 @@ type canonMember struct {
 	start, end int    // the canonical value, from the object's start in dst
 }
 
-func (c *canonParser) space() {
-	for c.i < len(c.src) {
-		switch c.src[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
-
 func (c *canonParser) value(dst []byte, depth int) ([]byte, bool) {
-	c.space()
-	if c.i >= len(c.src) || depth > maxCanonDepth {
+	c.ws()
+	if c.i >= len(c.data) || depth > maxCanonDepth {
 		return dst, false
 	}
-	switch b := c.src[c.i]; {
+	switch b := c.data[c.i]; {
 	case b == '{':
 		return c.object(dst, depth)
 	case b == '[':
@@ -74,16 +62,16 @@ func (c *canonParser) value(dst []byte, depth int) ([]byte, bool) {
 		return c.literal(dst, "null")
 	case b == '-' || (b >= '0' && b <= '9'):
 		start := c.i
-		for c.i < len(c.src) && bytes.IndexByte([]byte("+-.eE0123456789"), c.src[c.i]) >= 0 {
+		for c.i < len(c.data) && bytes.IndexByte([]byte("+-.eE0123456789"), c.data[c.i]) >= 0 {
 			c.i++
 		}
-		return append(dst, c.src[start:c.i]...), true
+		return append(dst, c.data[start:c.i]...), true
 	}
 	return dst, false
 }
 
 func (c *canonParser) literal(dst []byte, lit string) ([]byte, bool) {
-	if !bytes.HasPrefix(c.src[c.i:], []byte(lit)) {
+	if !bytes.HasPrefix(c.data[c.i:], []byte(lit)) {
 		return dst, false
 	}
 	c.i += len(lit)
@@ -93,8 +81,8 @@ func (c *canonParser) literal(dst []byte, lit string) ([]byte, bool) {
 func (c *canonParser) array(dst []byte, depth int) ([]byte, bool) {
 	c.i++
 	dst = append(dst, '[')
-	c.space()
-	if c.i < len(c.src) && c.src[c.i] == ']' {
+	c.ws()
+	if c.i < len(c.data) && c.data[c.i] == ']' {
 		c.i++
 		return append(dst, ']'), true
 	}
@@ -106,11 +94,11 @@ func (c *canonParser) array(dst []byte, depth int) ([]byte, bool) {
 		if dst, ok = c.value(dst, depth+1); !ok {
 			return dst, false
 		}
-		c.space()
-		if c.i >= len(c.src) {
+		c.ws()
+		if c.i >= len(c.data) {
 			return dst, false
 		}
-		switch c.src[c.i] {
+		switch c.data[c.i] {
 		case ',':
 			c.i++
 		case ']':
@@ -129,24 +117,24 @@ func (c *canonParser) array(dst []byte, depth int) ([]byte, bool) {
 // parser's stack, so an object costs no allocation of its own.
 func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 	c.i++
-	c.space()
-	if c.i < len(c.src) && c.src[c.i] == '}' {
+	c.ws()
+	if c.i < len(c.data) && c.data[c.i] == '}' {
 		c.i++
 		return append(dst, "{}"...), true
 	}
 	mark, base := len(dst), len(c.members)
 	defer func() { c.members = c.members[:base] }()
 	for {
-		c.space()
-		if c.i >= len(c.src) || c.src[c.i] != '"' {
+		c.ws()
+		if c.i >= len(c.data) || c.data[c.i] != '"' {
 			return dst, false
 		}
 		key, ok := c.str(true)
 		if !ok {
 			return dst, false
 		}
-		c.space()
-		if c.i >= len(c.src) || c.src[c.i] != ':' {
+		c.ws()
+		if c.i >= len(c.data) || c.data[c.i] != ':' {
 			return dst, false
 		}
 		c.i++
@@ -157,15 +145,15 @@ func (c *canonParser) object(dst []byte, depth int) ([]byte, bool) {
 		if depth > 0 || (string(key) != "created_at" && string(key) != "schema_version") {
 			c.members = append(c.members, canonMember{key: key, start: start - mark, end: len(dst) - mark})
 		}
-		c.space()
-		if c.i >= len(c.src) {
+		c.ws()
+		if c.i >= len(c.data) {
 			return dst, false
 		}
-		if c.src[c.i] == '}' {
+		if c.data[c.i] == '}' {
 			c.i++
 			break
 		}
-		if c.src[c.i] != ',' {
+		if c.data[c.i] != ',' {
 			return dst, false
 		}
 		c.i++
@@ -202,11 +190,11 @@ var canonEscapes = [][]byte{
 func (c *canonParser) str(key bool) ([]byte, bool) {
 	c.i++
 	start := c.i
-	for c.i < len(c.src) {
-		b := c.src[c.i]
+	for c.i < len(c.data) {
+		b := c.data[c.i]
 		switch {
 		case b == '"':
-			s := c.src[start:c.i]
+			s := c.data[start:c.i]
 			c.i++
 			return s, true
 		case b == '\\':
@@ -215,7 +203,7 @@ func (c *canonParser) str(key bool) ([]byte, bool) {
 			}
 			n := 0
 			for _, e := range canonEscapes {
-				if bytes.HasPrefix(c.src[c.i:], e) {
+				if bytes.HasPrefix(c.data[c.i:], e) {
 					n = len(e)
 					break
 				}
@@ -229,7 +217,7 @@ func (c *canonParser) str(key bool) ([]byte, bool) {
 		case b < utf8.RuneSelf:
 			c.i++
 		default:
-			r, size := utf8.DecodeRune(c.src[c.i:])
+			r, size := utf8.DecodeRune(c.data[c.i:])
 			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
 				return nil, false // replaced or escaped by encoding/json
 			}
