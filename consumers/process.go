@@ -24,6 +24,8 @@ const faultDelay = 5 * time.Second
 //	cancel  a request already cancelled is settled as its record says,
 //	        unrun (cancelWatch: most deliveries pay no lookup for it); one
 //	        not started within its queue wait ends unrun (queueWaited)
+//	last    the delivery MaxDeliver allows last is quarantined unrun
+//	        (max_deliveries): the server would give up on it unrecorded
 //	admit   flow control: a persona whose circuit is open or whose limiter
 //	        cools down is not called; released without counting
 //	begin   the ledger numbers the attempt and leases it; a step already
@@ -70,6 +72,9 @@ func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptStat
 		return end
 	}
 	if end, done := r.queueWaited(ctx, st); done {
+		return end
+	}
+	if end, done := r.lastDelivery(st); done {
 		return end
 	}
 	if end, done := r.admit(st); done {

@@ -132,7 +132,7 @@ func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, 
 		return fmt.Errorf("%w: consumer %q: persona, ack_wait and max_ack_pending are required", ErrInvalidConfig, s.Persona)
 	}
 	if s.MaxDeliver == 0 {
-		s.MaxDeliver = 50
+		s.MaxDeliver = defaultMaxDeliver
 	}
 	_, err := js.CreateOrUpdateConsumer(ctx, t.RequestsStream, jetstream.ConsumerConfig{
 		Durable:       Durable(s.Persona),

@@ -217,6 +217,9 @@ func (r *Runtime) storeRecord(ctx context.Context, msg *message.Message, st *att
 		return end.stored, end.storedSeq, false, nil
 	}
 	rec := r.record(msg, st, end.decision)
+	if rec.Reason == schemas.ReasonMaxDeliveries {
+		r.annotate(ctx, rec) // the ledger's history, as the advisory listener's record has
+	}
 	seq, dup, err := r.dlq.Put(ctx, rec)
 	if err != nil {
 		st.log.Error().Err(err).Str("reason", string(rec.Reason)).Msg("quarantine write failed; message will be redelivered")

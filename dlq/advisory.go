@@ -365,6 +365,17 @@ func maxDeliveriesDetail(adv Advisory, bySweep bool) string {
 		"Moved here from %s seq %d", adv.Deliveries, adv.Consumer, found, adv.Stream, adv.StreamSeq)
 }
 
+// LastDeliveryDetail is the detail of a max_deliveries record the runtime
+// writes itself, on the last delivery the server makes (delivered ==
+// MaxDeliver), instead of running it: the same facts as the advisory
+// listener's, caught one delivery earlier.
+func LastDeliveryDetail(delivered uint64, consumer, stream string, seq uint64) string {
+	return fmt.Sprintf("delivered %d times to consumer %s and never settled (MaxDeliver reached): quarantined on "+
+		"its last delivery, without running it. No earlier delivery was acknowledged, retried or released: its "+
+		"worker stopped while holding it (crashed, killed or hung) or could not settle it; the replicas' logs "+
+		"around those deliveries say which. From %s seq %d", delivered, consumer, stream, seq)
+}
+
 // deleteMsg removes seq from s; a message already gone is not an error.
 func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
 	err := s.DeleteMsg(ctx, seq)
