@@ -45,7 +45,9 @@ type Persona struct {
 	// AckWait for the durable consumer. Default: the longest attempt timeout
 	// the policy allows plus 5s (heartbeats keep longer work alive anyway).
 	AckWait time.Duration
-	// MaxDeliver is the crash-loop safety net. Default: 50.
+	// MaxDeliver is the crash-loop safety net: the server's last delivery
+	// of a request is quarantined as max_deliveries without running, so it
+	// must be more than the policy's MaxAttempts. Default: 50.
 	MaxDeliver int
 	// Limiter names the shared rate limiter (Config.Limiter) every pull of
 	// this persona takes permits from. Default: none.

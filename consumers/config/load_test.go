@@ -523,8 +523,8 @@ func TestValidation(t *testing.T) {
 			want: []string{"invalid config: personas.p.policy.schedule.jitter: must be in [0,1], got 2"},
 		},
 		{
-			name: "MaxDeliverBelowAttempts", src: persona(demo, "policy: llm", "max_deliver: 2"),
-			want: []string{"invalid config: personas.p.max_deliver: must be at least the policy's max_attempts (3), got 2"},
+			name: "MaxDeliverNotAboveAttempts", src: persona(demo, "policy: llm", "max_deliver: 3"),
+			want: []string{"invalid config: personas.p.max_deliver: must be more than the policy's max_attempts (3: its last delivery is quarantined without running), got 3"},
 		},
 		{
 			name: "AttemptTimeoutContradictsTimeout", src: persona(demo, "timeout: 10s", "policy: {attempt_timeout: 20s}"),

@@ -252,8 +252,10 @@ func (p *PersonaConfig) validate(name string, probs *problems) {
 	nonNegative(probs, join(path, "max_deliver"), p.MaxDeliver)
 	n := len(*probs)
 	pol := p.policy(name, probs)
-	if len(*probs) == n && p.MaxDeliver > 0 && p.MaxDeliver < pol.MaxAttempts {
-		probs.add(join(path, "max_deliver"), "must be at least the policy's max_attempts (%d), got %d", pol.MaxAttempts, p.MaxDeliver)
+	// The server's last delivery is quarantined unrun (max_deliveries), so
+	// every attempt the policy allows needs a delivery before it.
+	if len(*probs) == n && p.MaxDeliver > 0 && p.MaxDeliver <= pol.MaxAttempts {
+		probs.add(join(path, "max_deliver"), "must be more than the policy's max_attempts (%d: its last delivery is quarantined without running), got %d", pol.MaxAttempts, p.MaxDeliver)
 	}
 }
 
