@@ -156,7 +156,10 @@ func (p *pipe) send(ctx context.Context, batch []*call) {
 	}
 	p.pipeline(bctx, batch)
 	// A server without a script (new, restarted, flushed by SCRIPT FLUSH)
-	// answers NOSCRIPT; such a call did not run: load and send it again.
+	// answers NOSCRIPT; such a call did not run: send it again with its
+	// body (EVAL also caches it). Not SCRIPT LOAD then EVALSHA: a server
+	// still loading its data after a restart refuses the load, and the
+	// second EVALSHA failed the same way (seen after a Redis outage).
 	var again []*call
 	for _, c := range batch {
 		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -164,10 +167,12 @@ func (p *pipe) send(ctx context.Context, batch []*call) {
 		}
 	}
 	if len(again) > 0 {
-		for _, c := range again {
-			_ = c.script.Load(bctx, p.client).Err()
-		}
-		p.pipeline(bctx, again)
+		_, _ = p.client.Pipelined(bctx, func(pl redis.Pipeliner) error {
+			for _, c := range again {
+				c.cmd = c.script.Eval(bctx, pl, c.keys, c.args...)
+			}
+			return nil
+		})
 	}
 }
 

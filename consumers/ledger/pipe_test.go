@@ -76,7 +76,7 @@ func TestPipe(t *testing.T) {
 	})
 
 	t.Run("ScriptsLoadedAgainAfterFlush", func(t *testing.T) {
-		// A batch that meets NOSCRIPT loads the script and resends only the
+		// A batch that meets NOSCRIPT resends, with the scripts' bodies, only the
 		// calls that did not run.
 		c := r.Client(t)
 		p := &pipe{client: c}
