@@ -7,6 +7,7 @@ import (
 	"github.com/personaq/personaq/cmd/api"
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/console"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
@@ -19,7 +20,8 @@ import (
 )
 
 // TestConfigErrorIsOneError builds every package's constructor from an
-// empty (so invalid) config: each refusal must match the one configuration
+// empty (so invalid) config, and the config file parser from a file with
+// no persona: each refusal must match the one configuration
 // error, whichever package's name the caller spells it with.
 func TestConfigErrorIsOneError(t *testing.T) {
 	tests := []struct {
@@ -39,6 +41,10 @@ func TestConfigErrorIsOneError(t *testing.T) {
 		{"client.New", client.ErrInvalidConfig, func() error { _, err := client.New(client.Config{}); return err }},
 		{"console.New", console.ErrInvalidConfig, func() error { _, err := console.New(console.Config{}); return err }},
 		{"api.New", api.ErrInvalidConfig, func() error { _, err := api.New(api.Config{}); return err }},
+		{"config.Parse", config.ErrInvalid, func() error {
+			_, err := config.Parse([]byte("personas: {}\n"), func(string) (string, bool) { return "", false })
+			return err
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
