@@ -1,10 +1,16 @@
 package consumers
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
-	// ErrInvalidConfig wraps every configuration error, naming the field.
-	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// ErrUnknownPersona is returned when a message names a persona with no
 	// registered handler.
 	ErrUnknownPersona = errors.New("unknown persona")

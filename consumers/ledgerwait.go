@@ -59,7 +59,7 @@ func (r *Runtime) awaitLedger(ctx context.Context, st *attemptState, cause error
 			return begun, nil
 		case !unreachable(err) || ctx.Err() != nil:
 			end := released(releaseDelay(st.delivery.Delivered))
-			st.log.Warn().Err(err).Dur("release_in", end.delay).Msg("ledger refused the attempt; message released without counting an attempt")
+			st.log.Warn().Err(err).Float64("backoffSeconds", end.delay.Seconds()).Msg("ledger refused the attempt; message released without counting an attempt")
 			return ledger.Begun{}, &end
 		}
 		cause = err

@@ -316,7 +316,7 @@ func (l *AdvisoryListener) failed(ctx context.Context, adv Advisory, err error, 
 	n := l.w.noteCaptureFailure(nctx, adv.Stream, adv.StreamSeq, err)
 	ev := l.log.Error().Err(err).Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Int("failures", n)
 	if retry > 0 {
-		ev.Dur("retry_in", retry).Msg("crash-looping message not captured; it stays in its stream and its advisory is retried")
+		ev.Float64("backoffSeconds", retry.Seconds()).Msg("crash-looping message not captured; it stays in its stream and its advisory is retried")
 		return
 	}
 	ev.Msg("crash-looping message not captured by the sweep; it stays in its stream and the next sweep retries it")

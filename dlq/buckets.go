@@ -16,7 +16,7 @@ import (
 // does not wait for (or, with a replica's narrower permissions, fail at)
 // creating them. It is idempotent and leaves existing buckets as they are.
 func ProvisionBuckets(ctx context.Context, js jetstream.JetStream, replicas int, storage jetstream.StorageType) error {
-	idx := &index{js: js, bucket: schemas.DefaultQuarantineIndexBucket, ttl: DefaultIndexTTL, replicas: replicas, storage: storage}
+	idx := &index{js: js, bucket: schemas.DefaultQuarantineIndexBucket, ttl: defaultIndexTTL, replicas: replicas, storage: storage}
 	if _, err := idx.store(ctx); err != nil {
 		return err
 	}

@@ -1,6 +1,10 @@
 package dlq
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
 	// ErrWrite wraps a failed quarantine write; the source message must then
@@ -11,8 +15,10 @@ var (
 	// ErrStreamMissing is returned when the quarantine stream (or another
 	// stream an operation needs) does not exist.
 	ErrStreamMissing = errors.New("quarantine stream missing")
-	// ErrInvalidConfig wraps every configuration error, naming the field.
-	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// ErrInvalidFilter is returned for a Filter that names an unknown
 	// reason or a persona that is not a subject token.
 	ErrInvalidFilter = errors.New("invalid quarantine filter")

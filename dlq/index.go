@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// DefaultIndexTTL is how long the second dedup layer remembers a record id.
-const DefaultIndexTTL = 7 * 24 * time.Hour
+// defaultIndexTTL is how long the second dedup layer remembers a record id.
+const defaultIndexTTL = 7 * 24 * time.Hour
 
 // index is the second dedup layer behind JetStream's Nats-Msg-Id window: a
 // KV entry per record id saying "stored at quarantine seq N" (or "a writer

@@ -70,7 +70,7 @@ func NewInspector(cfg InspectorConfig) (*Inspector, error) {
 	}
 	i := &Inspector{cfg: cfg, js: cfg.JetStream, objects: newObjects(cfg.JetStream, cfg.PayloadBucket)}
 	if cfg.IndexBucket != "-" {
-		i.idx = &index{js: cfg.JetStream, bucket: cfg.IndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage}
+		i.idx = &index{js: cfg.JetStream, bucket: cfg.IndexBucket, ttl: defaultIndexTTL, replicas: 1, storage: jetstream.FileStorage}
 	}
 	return i, nil
 }

@@ -25,7 +25,8 @@ type SubjectFunc func(reason, persona string) string
 // Writer stores quarantine records, idempotently: a record id is stored
 // once, whether N replicas write it at the same moment (JetStream drops
 // the duplicates by Nats-Msg-Id) or a retry comes long after the stream's
-// duplicate window (the KV index remembers the id; see WithIndexBucket).
+// duplicate window (the KV index schemas.DefaultQuarantineIndexBucket
+// remembers the id for defaultIndexTTL).
 // A Writer is safe for concurrent use.
 //
 // A record that would not fit in one message — a request near the
@@ -53,27 +54,6 @@ type Writer struct {
 // WriterOption configures a Writer.
 type WriterOption func(*Writer)
 
-// WithIndexBucket names the KV bucket of the second dedup layer. Default:
-// schemas.DefaultQuarantineIndexBucket, created on first use.
-func WithIndexBucket(bucket string) WriterOption {
-	return func(w *Writer) {
-		if w.idx != nil {
-			w.idx.bucket = bucket
-		}
-	}
-}
-
-// WithIndexTTL sets how long the index remembers a record id. Default:
-// DefaultIndexTTL (7 days). Past it a retry can store a second record; it
-// never loses one.
-func WithIndexTTL(ttl time.Duration) WriterOption {
-	return func(w *Writer) {
-		if w.idx != nil && ttl > 0 {
-			w.idx.ttl = ttl
-		}
-	}
-}
-
 // WithIndexReplicas sets the replicas and storage of the index bucket and
 // of the payload object store. Default: 1, file.
 func WithIndexReplicas(replicas int, storage jetstream.StorageType) WriterOption {
@@ -82,17 +62,6 @@ func WithIndexReplicas(replicas int, storage jetstream.StorageType) WriterOption
 			w.idx.replicas, w.idx.storage = replicas, storage
 		}
 		w.objects.replicas, w.objects.storage = replicas, storage
-	}
-}
-
-// WithPayloadBucket names the object store bucket for payloads and headers
-// too large to keep inside their record. Default: schemas.DefaultQuarantinePayloadBucket,
-// created on first use.
-func WithPayloadBucket(bucket string) WriterOption {
-	return func(w *Writer) {
-		if bucket != "" {
-			w.objects.bucket = bucket
-		}
 	}
 }
 
@@ -140,7 +109,7 @@ func WithWriterLogger(l *zerolog.Logger) WriterOption {
 func NewWriter(js jetstream.JetStream, subject SubjectFunc, opts ...WriterOption) *Writer {
 	w := &Writer{
 		js: js, subject: subject, dupWindow: DefaultDuplicateWindow, log: zerolog.Nop(), now: time.Now,
-		idx:     &index{js: js, bucket: schemas.DefaultQuarantineIndexBucket, ttl: DefaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
+		idx:     &index{js: js, bucket: schemas.DefaultQuarantineIndexBucket, ttl: defaultIndexTTL, replicas: 1, storage: jetstream.FileStorage},
 		objects: newObjects(js, schemas.DefaultQuarantinePayloadBucket),
 	}
 	for _, o := range opts {

@@ -257,8 +257,9 @@ func drainClose(body io.ReadCloser) {
 var ErrResponseTooLarge = errors.New("persona response too large")
 
 // ErrInvalidConfig is returned, wrapped and naming the field, by NewHTTP
-// and NewCommand.
-var ErrInvalidConfig = errors.New("invalid config")
+// and NewCommand. It is schemas.ErrInvalidConfig, the same error in every
+// personaq package.
+var ErrInvalidConfig = schemas.ErrInvalidConfig
 
 func configErr(field, format string, args ...any) error {
 	return &retry.FieldError{Err: ErrInvalidConfig, Field: field, Message: fmt.Sprintf(format, args...)}

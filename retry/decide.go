@@ -154,7 +154,7 @@ func retryNext(p Policy, in Input, all []Attempt) Decision {
 }
 
 // delayAfter is the wait before the retry that follows cur, and a warning
-// when the policy's schedule returned an out-of-range delay (SafeDelay).
+// when the policy's schedule returned an out-of-range delay (safeDelay).
 func delayAfter(p Policy, cur Attempt) (time.Duration, string) {
 	if cur.RetryAfter > 0 {
 		return clampDelay(cur.RetryAfter), ""
@@ -165,7 +165,7 @@ func delayAfter(p Policy, cur Attempt) (time.Duration, string) {
 	case ClassValidation:
 		return p.ValidationDelay, ""
 	}
-	d, ok := SafeDelay(p.Schedule, cur.Number)
+	d, ok := safeDelay(p.Schedule, cur.Number)
 	if !ok {
 		return d, fmt.Sprintf("schedule %s returned an out-of-range delay for retry %d; used %s", p.Schedule, cur.Number, d)
 	}

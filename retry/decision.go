@@ -44,7 +44,7 @@ type Decision struct {
 	// Delay before the next attempt (ActionRetry).
 	Delay time.Duration
 	// Warning is set when the policy's schedule returned an out-of-range
-	// delay and a safe one was used instead (see SafeDelay); log it.
+	// delay and a safe one was used instead (see safeDelay); log it.
 	Warning string
 	// NextAttempt is the number the next attempt will carry (ActionRetry);
 	// a snooze keeps the current number.

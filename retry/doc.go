@@ -24,6 +24,6 @@
 // Entry points: Preset and PresetNames (named policies), PersonaDefaults
 // (per-persona timeouts, PERSONA_TIMEOUTS_JSON), NewBudget (how long a step
 // must stay alive), Explain (what `personaq policy explain` prints), Decide
-// (what happens after an attempt) and SafeDelay (a custom schedule's delay,
-// checked).
+// (what happens after an attempt) and DelayRange (a schedule's delay bounds,
+// checked: a custom schedule's out-of-range delay is replaced and reported).
 package retry

@@ -17,10 +17,10 @@ const (
 	MsgSnoozed  = "Persona request snoozed; attempt not counted"
 )
 
-// RetryTag is retry with feedback's tag for a failed attempt: "[RETRY n]",
+// retryTag is retry with feedback's tag for a failed attempt: "[RETRY n]",
 // n being the 1-based number of the attempt that failed (the first failure
 // is [RETRY 1]).
-func RetryTag(n int) string { return fmt.Sprintf("[RETRY %d]", n) }
+func retryTag(n int) string { return fmt.Sprintf("[RETRY %d]", n) }
 
 // FailureMessage is retry with feedback's line for a failed attempt:
 // "[RETRY n] Validation: {error}" for an invalid answer (its feedback when
@@ -31,9 +31,9 @@ func FailureMessage(a Attempt) string {
 		if msg == "" {
 			msg = a.Error
 		}
-		return fmt.Sprintf("%s Validation: %s", RetryTag(a.Number), strings.TrimSpace(msg))
+		return fmt.Sprintf("%s Validation: %s", retryTag(a.Number), strings.TrimSpace(msg))
 	}
-	return fmt.Sprintf("%s API error: %s", RetryTag(a.Number), strings.TrimSpace(a.Error))
+	return fmt.Sprintf("%s API error: %s", retryTag(a.Number), strings.TrimSpace(a.Error))
 }
 
 // DeferMessage is adaptive retry's line for a deferred task step: "Task

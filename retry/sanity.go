@@ -21,12 +21,12 @@ type RangedSchedule interface {
 	DelayRange(n int) (lo, hi time.Duration)
 }
 
-// SafeDelay returns s.Delay(n) when it is in range. A custom schedule that
+// safeDelay returns s.Delay(n) when it is in range. A custom schedule that
 // returns a negative delay gets the default schedule's delay instead, and one
 // past the package cap (24h) gets the cap; ok is false in both cases so the
 // runtime can warn about the policy. A nil schedule means the default and is
 // not reported.
-func SafeDelay(s Schedule, n int) (d time.Duration, ok bool) {
+func safeDelay(s Schedule, n int) (d time.Duration, ok bool) {
 	if s == nil {
 		return DefaultSchedule().Delay(n), true
 	}
@@ -34,12 +34,12 @@ func SafeDelay(s Schedule, n int) (d time.Duration, ok bool) {
 }
 
 // DelayRange returns the bounds of s.Delay(n): the schedule's own for a
-// RangedSchedule, otherwise Delay(n) twice. Both go through SafeDelay's
+// RangedSchedule, otherwise Delay(n) twice. Both go through safeDelay's
 // checks; ok is false when either bound was out of range.
 func DelayRange(s Schedule, n int) (lo, hi time.Duration, ok bool) {
 	r, isRanged := s.(RangedSchedule)
 	if !isRanged {
-		d, ok := SafeDelay(s, n)
+		d, ok := safeDelay(s, n)
 		return d, d, ok
 	}
 	rlo, rhi := r.DelayRange(n)

@@ -14,6 +14,15 @@ var (
 	ErrUnknownVersion = errors.New("unknown schema version")
 	// ErrTooLarge means the input is longer than MaxPayloadBytes.
 	ErrTooLarge = errors.New("message too large")
+	// ErrInvalidConfig is the one configuration error of personaq: every
+	// constructor that refuses its config (dlq, handlers, consumers and
+	// their saga, flow, ledger, transport, client, console and metrics
+	// packages, the HTTP API) and the config file loader wrap it, naming
+	// the field, and each of those packages re-exports it under its own
+	// name (ErrInvalidConfig; config.ErrInvalid). It lives here
+	// because schemas imports no other personaq package, so every one of
+	// them can import it without a cycle.
+	ErrInvalidConfig = errors.New("invalid config")
 )
 
 // FieldError names the field that made a message invalid. It wraps

@@ -1,6 +1,8 @@
 package api
 
-import "errors"
+import "github.com/personaq/personaq/schemas"
 
-// ErrInvalidConfig wraps configuration errors, naming the field.
-var ErrInvalidConfig = errors.New("invalid api config")
+// ErrInvalidConfig wraps every configuration error, naming the field. It
+// is schemas.ErrInvalidConfig, the same error in every personaq package:
+// errors.Is matches it whichever package returned it.
+var ErrInvalidConfig = schemas.ErrInvalidConfig

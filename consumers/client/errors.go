@@ -45,8 +45,10 @@ var (
 	// ErrConflict: the request id was already submitted with other
 	// content; the error is a *ConflictError saying what is stored.
 	ErrConflict = consumers.ErrConflict
-	// ErrInvalidConfig wraps configuration errors, naming the field.
-	ErrInvalidConfig = errors.New("invalid client config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 )
 
 // ConflictError is a submit refused because its request id was already

@@ -6,12 +6,14 @@ import (
 	"strings"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // ErrInvalid is wrapped by every configuration problem. Load returns all
 // problems it finds at once (errors.Join of *FieldError), each naming its
-// field by YAML path.
-var ErrInvalid = errors.New("invalid config")
+// field by YAML path. It is schemas.ErrInvalidConfig, the configuration
+// error of every personaq package: errors.Is matches either name.
+var ErrInvalid = schemas.ErrInvalidConfig
 
 // FieldError is one configuration problem.
 type FieldError struct {

@@ -1,10 +1,16 @@
 package console
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
-	// ErrInvalidConfig wraps every configuration error, naming the field.
-	ErrInvalidConfig = errors.New("invalid console config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// errForbidden: a mutation without a valid token or CSRF token.
 	errForbidden = errors.New("forbidden")
 	// errReadOnly: a mutation on a read-only console.

@@ -1,11 +1,16 @@
 package flow
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
 	// ErrInvalidConfig is wrapped by NewLimiter and NewCircuits for a
-	// configuration they cannot accept; the message names the field.
-	ErrInvalidConfig = errors.New("invalid config")
+	// configuration they cannot accept; the message names the field. It is
+	// schemas.ErrInvalidConfig, the same error in every personaq package.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 
 	// ErrUnknownLimiter is returned for a limiter name the Limiter was not
 	// configured with.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 var (
@@ -23,8 +25,9 @@ var (
 	// decoded (an unknown class, malformed JSON, a key of the wrong type).
 	ErrCorrupt = errors.New("ledger: corrupt data")
 
-	// ErrInvalidConfig is wrapped by New for a Config it cannot accept.
-	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidConfig is wrapped by New for a Config it cannot accept. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 
 	// ErrLeaseLost is returned by a fenced Finish and by Renew when the
 	// attempt's lease expired or another attempt holds it: the caller is a

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // ConnStatus is what readiness asks of the NATS connection; *nats.Conn
@@ -43,8 +45,10 @@ type ServerConfig struct {
 	ShutdownTimeout time.Duration
 }
 
-// ErrInvalidConfig wraps every configuration error, naming the field.
-var ErrInvalidConfig = errors.New("invalid config")
+// ErrInvalidConfig wraps every configuration error, naming the field. It
+// is schemas.ErrInvalidConfig, the same error in every personaq package:
+// errors.Is matches it whichever package returned it.
+var ErrInvalidConfig = schemas.ErrInvalidConfig
 
 func (c ServerConfig) validate() error {
 	switch {

@@ -189,7 +189,7 @@ func (q *queue) retry(ctx context.Context, m jetstream.Msg, sg *Saga, a retry.At
 		ev = q.r.log.Warn().Str("warning", d.Warning)
 	}
 	ev.Str("saga_id", sg.ID).Str("kind", string(sg.Kind)).Int("attempt", a.Number).Str("class", a.Class.String()).
-		Dur("retry_in", d.Delay).Str("error", a.Error).Msg("compensation failed; retry scheduled")
+		Float64("backoffSeconds", d.Delay.Seconds()).Str("error", a.Error).Msg("compensation failed; retry scheduled")
 	return outcome{}
 }
 
@@ -239,7 +239,7 @@ func (q *queue) release(ctx context.Context, m jetstream.Msg, sg *Saga, msg stri
 // later hands the request back to come again after laterDelay: what this
 // delivery did was not recorded (a saga write failed or raced).
 func (q *queue) later(m jetstream.Msg, id string, err error) outcome {
-	q.r.log.Warn().Err(err).Str("saga_id", id).Dur("retry_in", laterDelay).Msg("saga state not recorded; the request comes back")
+	q.r.log.Warn().Err(err).Str("saga_id", id).Float64("backoffSeconds", laterDelay.Seconds()).Msg("saga state not recorded; the request comes back")
 	_ = m.NakWithDelay(laterDelay)
 	return outcome{}
 }

@@ -1,10 +1,16 @@
 package saga
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
-	// ErrInvalidConfig wraps every configuration error, naming the field.
-	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// ErrNotFound is returned for an unknown saga id.
 	ErrNotFound = errors.New("saga not found")
 	// ErrNotProvisioned is returned when the saga bucket does not exist

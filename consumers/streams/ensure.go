@@ -31,7 +31,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 	if err != nil {
 		return wrap(cfg.Name, err)
 	}
-	if Covers(s.CachedInfo().Config, cfg) {
+	if covers(s.CachedInfo().Config, cfg) {
 		return nil
 	}
 	_, err = js.UpdateStream(ctx, cfg)
@@ -45,9 +45,9 @@ func wrap(name string, err error) error {
 	return fmt.Errorf("provision stream %s: %w", name, err)
 }
 
-// Covers reports whether have already is what want asks for: every field
+// covers reports whether have already is what want asks for: every field
 // personaq sets, with the server's defaults for what want leaves zero.
-func Covers(have, want jetstream.StreamConfig) bool {
+func covers(have, want jetstream.StreamConfig) bool {
 	return have.Description == want.Description &&
 		slices.Equal(sorted(have.Subjects), sorted(want.Subjects)) &&
 		have.Retention == want.Retention &&

@@ -1,6 +1,10 @@
 package transport
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/personaq/personaq/schemas"
+)
 
 var (
 	// ErrShuttingDown is the cancellation cause of a message's context when
@@ -11,8 +15,10 @@ var (
 	// (its heartbeats were overdue or refused), or whose work lost its
 	// lease elsewhere (a ledger): it stops, and settles nothing.
 	ErrLeaseLost = errors.New("personaq: attempt lease lost")
-	// ErrInvalidConfig wraps every Config error, naming the field.
-	ErrInvalidConfig = errors.New("invalid transport config")
+	// ErrInvalidConfig wraps every configuration error, naming the field. It
+	// is schemas.ErrInvalidConfig, the same error in every personaq package:
+	// errors.Is matches it whichever package returned it.
+	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// ErrDuplicate is returned by Publisher.Publish for a message the
 	// server did not store because one with its Nats-Msg-Id was stored
 	// within the stream's duplicate window.
