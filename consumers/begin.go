@@ -91,13 +91,13 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 	switch {
 	case err != nil:
 		end := released(releaseDelay(st.delivery.Delivered))
-		st.log.Warn().Err(err).Dur("release_in", end.delay).Msg("ledger call failed; message released without counting an attempt")
+		st.log.Warn().Err(err).Float64("backoffSeconds", end.delay.Seconds()).Msg("ledger call failed; message released without counting an attempt")
 		return begun, end, true
 	case begun.Done:
 		return begun, r.alreadyDone(ctx, st), true
 	case begun.Busy:
 		end := released(begun.BusyFor + busyMargin)
-		st.log.Info().Int("running_attempt", begun.BusyAttempt).Dur("release_in", end.delay).
+		st.log.Info().Int("running_attempt", begun.BusyAttempt).Float64("backoffSeconds", end.delay.Seconds()).
 			Msg("an attempt of this request runs elsewhere (live lease); released without counting an attempt")
 		return begun, end, true
 	}
