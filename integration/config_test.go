@@ -80,15 +80,16 @@ func workPersona(agentURL string, concurrency int) string {
 }
 
 // crashPersona calls the agent's /crash, which SIGKILLs the calling
-// replica: a crash-looping message. MaxDeliver equals max_attempts, so the
-// broker's safety net, not the ledger, stops it.
+// replica: a crash-looping message. MaxDeliver is one more than
+// max_attempts: the replica quarantines the last delivery unrun
+// (max_deliveries), before the ledger's count could end it.
 func crashPersona(agentURL string) string {
 	return fmt.Sprintf(`  crash:
     invoker: {type: http, url: %s/crash}
     timeout: 30s
     ack_wait: 2s
     max_deliver: 3
-    policy: {preset: persona, max_attempts: 3, schedule: {type: fixed, every: 200ms}}
+    policy: {preset: persona, max_attempts: 2, schedule: {type: fixed, every: 200ms}}
 `, agentURL)
 }
 
