@@ -35,8 +35,12 @@ func TestFaultFrozenReplica(t *testing.T) {
 
 	waitUntil(t, "frozen-1 running 3 agents", 30*time.Second, func() bool { return len(a.agents()) >= 3 })
 	require.NoError(t, a.signal(syscall.SIGSTOP))
+	// A supervisor forked just before the replica stopped starts its agent
+	// a moment later: wait for every agent before listing and freezing
+	// them, so that none runs unlisted (its run would have no end line).
+	sups := waitForAgents(t, a)
 	frozen := a.agents()
-	for _, pid := range a.supervisors() { // each leads its agent's group
+	for _, pid := range sups { // each leads its agent's group
 		_ = syscall.Kill(-pid, syscall.SIGSTOP)
 	}
 	stoppedAt := time.Now()
@@ -96,6 +100,7 @@ func TestFaultKillReplicaWithAgents(t *testing.T) {
 	// running replica may start another agent between the listing and the
 	// kill, which the check would then find never ended.
 	require.NoError(t, a.signal(syscall.SIGSTOP))
+	waitForAgents(t, a)
 	agents := a.agents()
 	killedAt := time.Now()
 	a.kill()
@@ -202,4 +207,16 @@ func TestFaultClusterNodeKilledMidRetry(t *testing.T) {
 		leader, failover.Round(100*time.Millisecond), late.Round(100*time.Millisecond), slowAckWait)
 	require.Less(t, late, failover+10*time.Second, "a retry lost in the failover waited for AckWait")
 	e.record(res)
+}
+
+// waitForAgents waits, once replica a is stopped, until each of its
+// supervisors runs its agent (one forked just before the stop starts it a
+// moment later), and returns the supervisors.
+func waitForAgents(t *testing.T, a *replicaProc) []int {
+	t.Helper()
+	sups := a.supervisors()
+	waitUntil(t, "every supervisor of the stopped replica running its agent", 2*time.Second, func() bool {
+		return !slices.ContainsFunc(sups, func(s int) bool { return len(childrenOf(s)) == 0 })
+	})
+	return sups
 }
