@@ -193,29 +193,60 @@ func (r *Runtime) storeTerminal(st *attemptState, end ending) (ending, error) {
 // the message lapsed, settles nothing (stale settle refused).
 func (r *Runtime) settle(st *attemptState, end *ending) {
 	d := st.delivery
-	if end.verdict == verdictFenced || r.stale(st, verdictOp(end.verdict)) {
+	op := end.settleOp()
+	if end.verdict == verdictFenced || r.stale(st, op.String()) {
 		end.verdict, end.settled = verdictFenced, settledNothing
 		d.Abandon()
 		return
 	}
 	var err error
-	switch {
-	case end.final != nil && end.final.Outcome == schemas.OutcomeSucceeded:
-		end.settled, err = settledAck, d.Ack()
-	case end.final != nil:
-		end.settled, err = settledTerm, d.Term(string(end.final.Reason))
-	case end.verdict == verdictRetry:
-		end.settled, err = settledRetry, d.RetryAfter(end.delay)
-	case end.verdict == verdictRelease:
-		end.settled, err = settledRelease, d.Release(end.delay)
+	switch op {
+	case settledAck:
+		err = d.Ack()
+	case settledTerm:
+		err = d.Term(string(end.final.Reason))
+	case settledRetry:
+		err = d.RetryAfter(end.delay)
+	case settledRelease:
+		err = d.Release(end.delay)
 	default:
 		st.log.Error().Int("verdict", int(end.verdict)).Msg("pipeline reached no verdict; message released")
 		*end = released(faultDelay)
-		end.settled, err = settledRelease, d.Release(faultDelay)
+		op, err = settledRelease, d.Release(faultDelay)
 	}
+	end.settled = op
 	if err != nil {
 		st.log.Debug().Err(err).Msg("settle not confirmed") // the transport logged why
 	}
+}
+
+// settleOp is the settle the ending makes: by its terminal record when it
+// has one, else after its delay.
+func (e *ending) settleOp() settleOp {
+	switch {
+	case e.final != nil && e.final.Outcome == schemas.OutcomeSucceeded:
+		return settledAck
+	case e.final != nil:
+		return settledTerm
+	case e.verdict == verdictRetry:
+		return settledRetry
+	case e.verdict == verdictRelease:
+		return settledRelease
+	}
+	return settledNothing
+}
+
+// String names the settle, for logs and counts of refused settles.
+func (o settleOp) String() string {
+	switch o {
+	case settledAck:
+		return "ack"
+	case settledTerm:
+		return "term"
+	case settledRetry, settledRelease:
+		return "nak"
+	}
+	return "settle"
 }
 
 // stale reports whether this delivery must not make the settle op: its
@@ -238,17 +269,4 @@ func (r *Runtime) refuseStale(st *attemptState, op string) {
 	if o, ok := r.obs.(FenceObserver); ok {
 		o.StaleSettle(st.persona.name, op)
 	}
-}
-
-// verdictOp names the settle a verdict makes, for logs and counts.
-func verdictOp(v verdict) string {
-	switch v {
-	case verdictAck, verdictSettled:
-		return "ack"
-	case verdictRetry, verdictRelease:
-		return "nak"
-	case verdictQuarantine:
-		return "term"
-	}
-	return "settle"
 }

@@ -162,7 +162,7 @@ func TestDecideStage(t *testing.T) {
 			require.Equal(t, c.class, st.attempt.Class)
 			require.Equal(t, c.reason, end.decision.Reason)
 			if c.verdict == verdictRetry {
-				require.Equal(t, c.delay, end.delay, "the delay settle applies is the decision's")
+				require.Equal(t, c.delay, end.delay, "the delay commit applies is the decision's")
 				require.True(t, end.decision.Counted)
 			}
 			if c.verdict == verdictAck {

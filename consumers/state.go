@@ -44,7 +44,7 @@ type attemptState struct {
 type verdict uint8
 
 const (
-	_ verdict = iota // the zero value: no verdict reached (settle releases it)
+	_ verdict = iota // the zero value: no verdict reached (commit releases it)
 	// verdictAck: succeeded (or a duplicate of a step already done).
 	verdictAck
 	// verdictRetry: the next attempt after delay.

@@ -2,9 +2,12 @@ package transport_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -244,4 +247,63 @@ func TestUnsettledMessageIsReleasedAtClose(t *testing.T) {
 		require.EqualValues(t, 2, md.NumDelivered, "redelivered at once (Nak), not after AckWait")
 	}
 	require.Equal(t, 1, got)
+}
+
+// Abandon settles nothing: the slot is freed and the context ended, but
+// the message stays pending on the server (redelivered after AckWait).
+func TestAbandonLeavesTheMessageToTheServer(t *testing.T) {
+	t.Parallel()
+	h, sub := slotSubscriber(t, "abandon", 1)
+	ch, err := sub.Subscribe(context.Background(), "abandon")
+	require.NoError(t, err)
+	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("abandon"), message.NewMessage("a", []byte(`{}`))))
+	msg := receive(t, ch)
+	d := delivery(t, msg)
+	d.Abandon()
+	require.Error(t, msg.Context().Err())
+	require.Zero(t, sub.InFlight())
+	require.ErrorIs(t, d.Ack(), transport.ErrAlreadySettled, "an abandoned delivery settles nothing after")
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("abandon"))
+	require.NoError(t, err)
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, info.NumAckPending, "still pending: nothing was sent")
+	require.EqualValues(t, 1, h.requestsLeft())
+}
+
+// Through a watermill Router with the Settle middleware, a handler that
+// returns nil has its message acked and one that returns an error has it
+// redelivered at once; a handler that settles itself is left alone.
+func TestSettleMiddlewareSettlesWhatTheHandlerReturned(t *testing.T) {
+	t.Parallel()
+	h, sub := slotSubscriber(t, "router", 4)
+	pub := transport.NewPublisher(h.js)
+	for _, id := range []string{"ok", "fails-once", "terms"} {
+		require.NoError(t, pub.Publish(h.topo.RequestSubject("router"), message.NewMessage(id, []byte(id))))
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddMiddleware(transport.Settle)
+	seen := make(chan string, 16)
+	router.AddConsumerHandler("router", "router", sub, func(msg *message.Message) error {
+		d := delivery(t, msg)
+		seen <- fmt.Sprintf("%s/%d", msg.UUID, d.Delivered)
+		switch {
+		case msg.UUID == "fails-once" && d.Delivered == 1:
+			return errors.New("try again")
+		case msg.UUID == "terms":
+			return d.Term("done with it")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = router.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = router.Close() })
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
+	got := map[string]bool{}
+	for len(seen) > 0 {
+		got[<-seen] = true
+	}
+	require.Equal(t, map[string]bool{"ok/1": true, "fails-once/1": true, "fails-once/2": true, "terms/1": true}, got)
 }
