@@ -71,8 +71,12 @@ func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
 
 // decide is the stage that reads the attempt's outcome: an attempt whose
 // lease was lost settles nothing, one cut short by a shutdown is released
-// uncounted, one stopped by a cancel ends as its cancelled record, a provider's throttling is flow control's; anything else is
-// classified and retry.Decide says what comes next.
+// uncounted, one stopped by a cancel ends as its cancelled record, a
+// provider's throttling is flow control's (the limiter's cool-down);
+// anything else is classified and retry.Decide says what comes next.
+//
+// It does no I/O: what the attempt's end asks of flow control, metrics and
+// events is returned as data in the ending (effects), for commit to apply.
 func (r *Runtime) decide(ctx context.Context, st *attemptState, out ran) ending {
 	if r.leaseLost(ctx, st) {
 		return fenced
@@ -84,19 +88,30 @@ func (r *Runtime) decide(ctx context.Context, st *attemptState, out ran) ending 
 		return end
 	}
 	classify(&st.attempt, out)
-	if end, done := r.afterAttempt(st, out.err); done {
-		return end
+	fx := effects{ran: true, err: out.err}
+	if wait, throttled := handlers.Throttled(out.err); throttled {
+		fx.throttled = true
+		if f := st.persona.flow; f != nil && f.limiter != "" {
+			// Released until the limiter's cool-down ends: commit learns how
+			// long from the limiter, or decides it as a failure without one.
+			fx.coolDown, fx.wait = true, wait
+			return ending{effects: fx}
+		}
 	}
-	r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
-	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history,
-		Current: st.attempt, ProgressTotal: st.req.ProgressTotal})
-	d = r.checkDeadline(st, d)
-	end := r.toEnding(st, d)
+	end := r.decided(st)
 	if end.verdict == verdictAck {
 		end.output = out.result.Output
 	}
-	r.attemptFailed(st, d)
+	end.effects = fx
 	return end
+}
+
+// decided is the classified attempt's ending: retry.Decide's, cut to the
+// caller's step deadline, logged.
+func (r *Runtime) decided(st *attemptState) ending {
+	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history,
+		Current: st.attempt, ProgressTotal: st.req.ProgressTotal})
+	return r.toEnding(st, r.checkDeadline(st, d))
 }
 
 // leaseLost abandons an attempt whose lease (or claim on its message) was
@@ -149,7 +164,7 @@ func (r *Runtime) checkDeadline(st *attemptState, d retry.Decision) retry.Decisi
 }
 
 // toEnding is how a decision ends the delivery, logged with the fields
-// operators grep for. A retry's delay is applied by settle.
+// operators grep for. A retry's delay is applied by commit.
 func (r *Runtime) toEnding(st *attemptState, d retry.Decision) ending {
 	var end ending
 	switch d.Action {

@@ -268,6 +268,18 @@ func (r *Runtime) spent(st *attemptState) ending {
 	return quarantined(d)
 }
 
+// finishUncounted gives back attempt number n, claimed by Begin but not run.
+func (r *Runtime) finishUncounted(st *attemptState, n int) {
+	st.lease.end()
+	defer r.leases.remove(st.lease)
+	a := retry.Attempt{Number: n, Class: retry.ClassSnooze, At: r.now()}
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	if err := r.ledger.Finish(ctx, stepKey(st.req), a, ledgerOptions(false, false, st)); err != nil {
+		st.log.Warn().Err(err).Msg("ledger did not release the attempt")
+	}
+}
+
 // releaseDelay grows with deliveries so a long ledger outage does not spin.
 func releaseDelay(delivered uint64) time.Duration {
 	return min(time.Duration(delivered)*time.Second, 15*time.Second)

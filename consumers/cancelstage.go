@@ -27,25 +27,21 @@ func (r *Runtime) cancelledBefore(ctx context.Context, st *attemptState) (ending
 }
 
 // cancelledWhileRunning ends an attempt its request's cancel stopped: not a
-// failure (uncounted, never quarantined), settled as the cancelled record.
+// failure (uncounted, never quarantined), settled as the cancelled record
+// (commit reads it when the watch forgot it meanwhile, and reports the
+// attempt).
 func (r *Runtime) cancelledWhileRunning(ctx context.Context, st *attemptState) (ending, bool) {
 	if !errors.Is(context.Cause(ctx), ErrCancelled) {
 		return ending{}, false
 	}
 	rec := r.cancels.cancelled(st.req.RequestID)
-	if rec == nil { // the watch forgot it meanwhile: read it back
-		var err error
-		if rec, err = r.outcomes.Lookup(context.WithoutCancel(ctx), st.req.RequestID); err != nil {
-			st.log.Warn().Err(err).Msg("cancelled attempt's record not read; released")
-			return released(faultDelay), true
-		}
-	}
 	st.attempt.Class = retry.ClassSnooze
-	r.attemptCancelled(st)
-	st.log.Info().Int("attempt", st.attempt.Number).Dur("duration", r.now().Sub(st.attempt.At)).
-		Str("cancelled_by", rec.CancelledBy).Str("reason", rec.Detail).
-		Msg("attempt stopped: its request was cancelled; recorded as cancelled, not as a failure")
-	return ending{verdict: verdictSettled, final: rec}, true
+	e := st.log.Info().Int("attempt", st.attempt.Number).Dur("duration", r.now().Sub(st.attempt.At))
+	if rec != nil {
+		e = e.Str("cancelled_by", rec.CancelledBy).Str("reason", rec.Detail)
+	}
+	e.Msg("attempt stopped: its request was cancelled; recorded as cancelled, not as a failure")
+	return ending{verdict: verdictSettled, final: rec, effects: effects{cancelled: true}}, true
 }
 
 // attemptCancelled reports an attempt a cancel stopped.

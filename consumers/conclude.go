@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
-	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -19,6 +16,7 @@ const settleTimeout = 10 * time.Second
 // conclude stores the request's terminal record (and a large output) and
 // sets end.final to the record that stands: ours, or the one an earlier
 // delivery or another replica wrote first, which is never overwritten.
+// Its one caller is commit's storeTerminal (commit.go).
 func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcome, qseq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
@@ -54,16 +52,6 @@ func (r *Runtime) standing(st *attemptState, outcome schemas.Outcome, reason sch
 	st.log.Warn().Str("outcome", string(outcome)).Str("reason", string(reason)).Str("recorded_outcome", string(final.Outcome)).
 		Str("recorded_reason", string(final.Reason)).Int("recorded_attempts", final.Attempts).
 		Msg("request already has a different terminal record; this settle is refused and the record stands")
-}
-
-// settleFinal settles the message the way the standing record says: acked
-// when it succeeded, termed otherwise. Either removes it from the queue.
-func settleFinal(msg *message.Message, final *schemas.OutcomeEvent) {
-	if final.Outcome == schemas.OutcomeSucceeded {
-		transport.Ack(msg)
-		return
-	}
-	transport.AckWithTerm(msg, string(final.Reason))
 }
 
 // outcomeKey identifies the request a record belongs to: its request id

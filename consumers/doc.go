@@ -2,22 +2,27 @@
 // streams and per-persona durable consumers and runs persona handlers on
 // the messages a transport.Subscriber delivers through a watermill Router.
 //
-// One delivery runs top to bottom in Runtime.process, as stages that each
-// either pass it on or return how it ends: decode, admit (flow control),
-// begin (the ledger numbers and leases the attempt), invoke (the handler,
-// under its timeout), decide (retry.Decide), finish (terminal record of a
-// success, the attempt recorded), settle. Settle is the only place a
-// message is settled:
+// One delivery runs top to bottom in Runtime.process (process.go), as
+// stages that each either pass it on or return how it ends: decode, admit
+// (flow control), begin (the ledger numbers and leases the attempt), invoke
+// (the handler, under its timeout), decide (retry.Decide; no I/O).
 //
-//	succeeded             → terminal record, then DoubleAck (confirmed)
-//	retry after D ≤ 5s    → held by this replica (heartbeated), plain Nak when due
-//	retry after D > 5s    → NakWithDelay(D)
+// Where a message's fate is carried out: commit.go. Its commit is the one
+// sequence that acts on an ending — flow control's feedback, the attempt
+// recorded in the ledger, the quarantine record, the request's terminal
+// record (written nowhere else for a delivery), then the settle through
+// the typed calls of transport.Delivery:
+//
+//	succeeded             → terminal record, then Ack (DoubleAck, confirmed)
+//	retry after D ≤ 5s    → RetryAfter: held by this replica (heartbeated),
+//	                        plain Nak when due
+//	retry after D > 5s    → RetryAfter: NakWithDelay(D)
 //	quarantine/defer/…    → quarantine record, terminal record, then Term
-//	released (shutdown,   → Nak after a delay, attempt not counted
+//	released (shutdown,   → Release after a delay, attempt not counted
 //	  running elsewhere)
 //	ledger unreachable    → held (heartbeated) until it answers; nothing
 //	                        more pulled meanwhile; nothing counted
-//	lease lost            → nothing: the message is left to the server
+//	lease lost            → Abandon: the message is left to the server
 //
 // Short delays are held because nats-server re-arms its redelivery timer
 // on every nak: under a steady stream of naks a NakWithDelay comes back

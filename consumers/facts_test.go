@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -196,11 +197,16 @@ func TestSubscriberFetchesNoMoreThanFreeSlots(t *testing.T) {
 		info, err := c.Info(context.Background())
 		return err != nil || info.NumAckPending > 2
 	}, 500*time.Millisecond, 50*time.Millisecond)
-	first.Ack()
-	second.Ack()
+	ack := func(msg *message.Message) {
+		d, ok := transport.DeliveryFrom(msg.Context())
+		require.True(t, ok)
+		require.NoError(t, d.Ack())
+	}
+	ack(first)
+	ack(second)
 	got := 2
 	for got < 10 {
-		(<-ch).Ack()
+		ack(<-ch)
 		got++
 	}
 	require.NoError(t, sub.Close())

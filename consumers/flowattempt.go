@@ -11,7 +11,8 @@ import (
 )
 
 // How flow control reads an attempt's end: the token usage it reported,
-// the circuit breaker's count, a provider's throttling.
+// the circuit breaker's count, a provider's throttling. decide says which
+// apply (effects); commit applies them (applyEffects).
 
 // settleTokens corrects the token reservation the pull made for this
 // request (the limit's estimate) with the usage the persona reported, so
@@ -166,31 +167,6 @@ func (f *personaFlow) throttled(st *attemptState, wait time.Duration) (ending, b
 	st.log.Info().Str("limiter", f.limiter).Float64("backoffSeconds", end.delay.Seconds()).Int("attempt", st.attempt.Number).
 		Msg("provider throttled; released until the limiter's cool-down ends without counting an attempt")
 	return end, true
-}
-
-// afterAttempt applies flow control to an attempt's outcome (the circuit,
-// a provider's throttling); done means the attempt was released without
-// counting and nothing more is to be decided.
-func (r *Runtime) afterAttempt(st *attemptState, err error) (end ending, done bool) {
-	f := st.persona.flow
-	wait, throttled := handlers.Throttled(err)
-	if throttled {
-		if o, ok := r.obs.(FlowObserver); ok {
-			o.ProviderThrottled(st.persona.name)
-		}
-	}
-	if f == nil {
-		return ending{}, false
-	}
-	f.settleTokens(st)
-	f.outcome(st, err)
-	if !throttled {
-		return ending{}, false
-	}
-	if end, done = f.throttled(st, wait); done {
-		r.obs.Attempt(st.persona.name, st.attempt.Class, st.attempt.Duration)
-	}
-	return end, done
 }
 
 // admit is the stage before begin: a request pulled just before its

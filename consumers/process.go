@@ -17,7 +17,8 @@ const faultDelay = 5 * time.Second
 
 // process is the router's handler for every persona: one delivery, top to
 // bottom. Each stage either passes the delivery on or returns how it ends;
-// settle applies that ending and nothing else settles a message.
+// commit (commit.go) carries that ending out, and nothing else writes its
+// terminal record or settles its message.
 //
 //	decode  the request, its policy and step deadline; a message that does
 //	        not decode is quarantined (invalid_message), unrun
@@ -32,11 +33,12 @@ const faultDelay = 5 * time.Second
 //	        done, ended before, running elsewhere, or a ledger that cannot
 //	        be reached, ends here without running the handler
 //	invoke  the handler, under the attempt's timeout; a panic is terminal
-//	decide  the outcome classified; retry.Decide says what comes next
-//	finish  a success's terminal record, then the attempt recorded in the
-//	        ledger, fenced by its lease
-//	settle  ack, retry after a delay, quarantine record and Term, release,
-//	        or nothing at all when the lease was lost (fenced)
+//	decide  the outcome classified; retry.Decide says what comes next (no
+//	        I/O: flow control's part is returned as effects)
+//	commit  effects applied; the attempt recorded in the ledger; the
+//	        quarantine record and the terminal record; then the settle:
+//	        Ack, Term, RetryAfter, Release, or Abandon when the lease was
+//	        lost (fenced)
 //
 // It always returns nil: every message is settled here, so the router's
 // own ack after a handler is a no-op.
@@ -44,7 +46,9 @@ func (r *Runtime) process(msg *message.Message) error {
 	st, err := r.newState(msg)
 	if err != nil {
 		r.log.Error().Err(err).Str("message", msg.UUID).Msg("cannot route message; releasing")
-		transport.NackWithDelay(msg, faultDelay)
+		if d, ok := transport.DeliveryFrom(msg.Context()); ok {
+			_ = d.Release(faultDelay)
+		}
 		return nil
 	}
 	ctx, span := r.startProcessSpan(msg, st.delivery)
@@ -53,17 +57,16 @@ func (r *Runtime) process(msg *message.Message) error {
 		if p := recover(); p != nil {
 			st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("personaq pipeline panicked; message released")
 			r.leases.remove(st.lease)
-			transport.NackWithDelay(msg, faultDelay)
+			_ = st.delivery.Release(faultDelay) // a no-op if commit settled it already
 		}
 	}()
-	end := r.run(ctx, msg, st)
-	r.tracedSettle(ctx, msg, st, &end)
+	end := r.tracedCommit(ctx, st, r.run(ctx, msg, st))
 	annotateAttempt(span, st, end)
 	return nil
 }
 
-// run is the stages before settle; the first that decides how the delivery
-// ends returns.
+// run is the stages before commit; the first that decides how the
+// delivery ends returns.
 func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptState) ending {
 	if end, done := r.decode(msg, st); done {
 		return end
@@ -92,9 +95,8 @@ func (r *Runtime) run(ctx context.Context, msg *message.Message, st *attemptStat
 		r.holdLease(st, cancel)
 	}
 	defer r.cancels.track(st.req.RequestID, cancel)()
-	ran := r.invoke(ctx, st)
-	end := r.decide(ctx, st, ran)
-	return r.finish(st, end)
+	st.invoked = true
+	return r.decide(ctx, st, r.invoke(ctx, st))
 }
 
 func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {

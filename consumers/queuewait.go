@@ -28,11 +28,7 @@ func (r *Runtime) queueWaited(ctx context.Context, st *attemptState) (ending, bo
 	if !passed || (st.delivery.Delivered > 1 && r.startedBefore(ctx, st)) {
 		return ending{}, false
 	}
-	end, err := r.endQueueWait(st, waited)
-	if err != nil {
-		return released(faultDelay), true
-	}
-	return end, true
+	return r.queueWaitEnding(st, waited), true
 }
 
 // queueWaitPassed reports how long req has waited at now (from its
@@ -46,22 +42,25 @@ func queueWaitPassed(pol retry.Policy, req *schemas.PersonaRequest, now time.Tim
 	return waited, waited > pol.QueueWait
 }
 
-// endQueueWait writes the terminal record of st's request, which did not
-// start within its queue wait (create-once: the record that stands is in
-// the returned ending's final), and returns the ending that settles its
-// message by that record.
-func (r *Runtime) endQueueWait(st *attemptState, waited time.Duration) (ending, error) {
+// queueWaitEnding ends st's request, which did not start within its
+// queue wait: commit writes its terminal record (deadline_exceeded, reason
+// queue_wait_exceeded; create-once) and settles its message by the record
+// that stands.
+func (r *Runtime) queueWaitEnding(st *attemptState, waited time.Duration) ending {
 	wait := st.policy.QueueWait
-	end := ending{decision: retry.Decision{Action: retry.ActionQuarantine, Reason: schemas.ReasonQueueWaitExceeded,
-		Detail: fmt.Sprintf("not started within its queue wait of %s (waited %s)", wait, waited.Round(time.Millisecond))}}
 	st.attempt = retry.Attempt{}
-	if err := r.conclude(st, &end, schemas.OutcomeDeadlineExceeded, 0); err != nil {
-		return ending{}, err
-	}
-	end.verdict = verdictSettled
 	st.log.Warn().Str("request_id", st.req.RequestID).Dur("queue_wait", wait).Dur("waited", waited).
 		Str("reason", string(schemas.ReasonQueueWaitExceeded)).Msg("request not started within its queue wait; ended without running")
-	return end, nil
+	return ending{verdict: verdictSettled, outcome: schemas.OutcomeDeadlineExceeded,
+		decision: retry.Decision{Action: retry.ActionQuarantine, Reason: schemas.ReasonQueueWaitExceeded,
+			Detail: fmt.Sprintf("not started within its queue wait of %s (waited %s)", wait, waited.Round(time.Millisecond))}}
+}
+
+// endQueueWait writes the terminal record of st's request, which did not
+// start within its queue wait, for the queue-wait scan (a request waiting
+// undelivered), through commit's one writer.
+func (r *Runtime) endQueueWait(st *attemptState, waited time.Duration) (ending, error) {
+	return r.storeTerminal(st, r.queueWaitEnding(st, waited))
 }
 
 // startedBefore reports whether an attempt of st's request was recorded

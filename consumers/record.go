@@ -3,8 +3,6 @@ package consumers
 import (
 	"fmt"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -13,7 +11,7 @@ import (
 // record builds the quarantine record of the message: original subject,
 // headers and payload untouched, the decision's reason and detail, and the
 // whole attempt history.
-func (r *Runtime) record(msg *message.Message, st *attemptState, dec retry.Decision) *schemas.QuarantineRecord {
+func (r *Runtime) record(st *attemptState, dec retry.Decision) *schemas.QuarantineRecord {
 	d := st.delivery
 	rec := &schemas.QuarantineRecord{
 		SchemaVersion:   schemas.Version,
@@ -22,7 +20,7 @@ func (r *Runtime) record(msg *message.Message, st *attemptState, dec retry.Decis
 		Detail:          dec.Detail,
 		OriginalSubject: d.Subject,
 		Headers:         map[string][]string(d.Msg.Headers()),
-		Payload:         msg.Payload,
+		Payload:         d.Msg.Data(),
 		Stream:          d.Stream,
 		Sequence:        d.Sequence,
 		Deliveries:      d.Delivered,

@@ -31,6 +31,10 @@ func (h *harness) startWith(cfg consumers.Config, personas ...consumers.Persona)
 	cfg.DrainTimeout, cfg.FetchMaxWait = 2*time.Second, 200*time.Millisecond
 	rt, err := consumers.New(cfg)
 	require.NoError(h.t, err)
+	// The consumers exist before the test publishes: a request published
+	// while Run provisions them was briefly counted by no consumer, and a
+	// wait for "nothing left" passed before anything ran.
+	require.NoError(h.t, rt.Provision(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

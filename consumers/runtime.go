@@ -379,7 +379,7 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 	for _, p := range r.personas {
 		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
-			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, SettleInline: true, Logger: &r.log,
+			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, Logger: &r.log,
 			PlainAck: r.plainAck, StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p),
 		})
 		if err != nil {

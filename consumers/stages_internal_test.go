@@ -162,7 +162,7 @@ func TestDecideStage(t *testing.T) {
 			require.Equal(t, c.class, st.attempt.Class)
 			require.Equal(t, c.reason, end.decision.Reason)
 			if c.verdict == verdictRetry {
-				require.Equal(t, c.delay, end.delay, "the delay settle applies is the decision's")
+				require.Equal(t, c.delay, end.delay, "the delay commit applies is the decision's")
 				require.True(t, end.decision.Counted)
 			}
 			if c.verdict == verdictAck {
@@ -272,18 +272,19 @@ func TestBeginStage(t *testing.T) {
 	}
 }
 
-// finish records a failed attempt counted, and a lease found lost by the
-// ledger turns the ending into settling nothing.
-func TestFinishStage(t *testing.T) {
+// commit records an attempt that ran in the ledger, counted; a lease found
+// lost by the ledger turns the ending into settling nothing.
+func TestCommitRecordsTheAttempt(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		err     error
 		verdict verdict
+		settled settleOp
 	}{
-		{"recorded", nil, verdictRetry},
-		{"lease lost: fenced", ledger.ErrLeaseLost, verdictFenced},
-		{"ledger down: the ending stands", ledger.ErrUnavailable, verdictRetry},
+		{"recorded", nil, verdictRetry, settledRetry},
+		{"lease lost: fenced", ledger.ErrLeaseLost, verdictFenced, settledNothing},
+		{"ledger down: the ending stands", ledger.ErrUnavailable, verdictRetry, settledRetry},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := &fakeLedger{err: c.err}
@@ -291,12 +292,80 @@ func TestFinishStage(t *testing.T) {
 			st := stageState(r, 1)
 			_, done := r.decode(requestMsg(t, nil, nil), st)
 			require.False(t, done)
-			st.attempt = retry.Attempt{Number: 1, Class: retry.ClassRetryable}
-			end := r.finish(st, ending{verdict: verdictRetry, delay: time.Second, decision: retry.Decision{Action: retry.ActionRetry, Counted: true}})
+			st.attempt, st.invoked = retry.Attempt{Number: 1, Class: retry.ClassRetryable}, true
+			end := r.commit(st, ending{verdict: verdictRetry, delay: time.Second, decision: retry.Decision{Action: retry.ActionRetry, Counted: true}})
 			require.Equal(t, c.verdict, end.verdict)
+			require.Equal(t, c.settled, end.settled)
 			require.Len(t, l.finished, 1)
 			require.True(t, l.finished[0].Counted)
 			require.False(t, l.finished[0].Succeeded)
+		})
+	}
+}
+
+// An ending decided before the handler ran is not recorded in the ledger
+// by commit (begin gave its claimed attempt back already).
+func TestCommitRecordsNoAttemptThatDidNotRun(t *testing.T) {
+	t.Parallel()
+	l := &fakeLedger{}
+	r := stageRuntime(t, nil, l)
+	st := stageState(r, 1)
+	_, done := r.decode(requestMsg(t, nil, nil), st)
+	require.False(t, done)
+	end := r.commit(st, released(time.Second))
+	require.Equal(t, settledRelease, end.settled)
+	require.Equal(t, time.Second, end.delay)
+	require.Empty(t, l.finished)
+}
+
+// decide is pure: what an attempt's end asks of flow control, metrics and
+// events comes back as data (effects), with no server and no store behind
+// the runtime. A persona whose limiter would be asked to cool down has no
+// limiter client here at all: any call would panic.
+func TestDecideReturnsEffectsAsData(t *testing.T) {
+	t.Parallel()
+	throttled := func(context.Context, *handlers.Request) (handlers.Result, error) {
+		return handlers.Result{}, &handlers.StatusError{Code: 429, RetryAfter: 7 * time.Second}
+	}
+	fail := func(context.Context, *handlers.Request) (handlers.Result, error) {
+		return handlers.Result{}, errors.New("provider 502")
+	}
+	ok := func(context.Context, *handlers.Request) (handlers.Result, error) { return handlers.Result{}, nil }
+	withLimiter := func(st *attemptState) { st.persona.flow = &personaFlow{persona: "p", limiter: "provider"} }
+	cases := []struct {
+		name    string
+		h       handlers.Func
+		mutate  func(*attemptState)
+		cancel  error
+		verdict verdict
+		want    effects
+	}{
+		{"success: the attempt is reported", ok, nil, nil, verdictAck, effects{ran: true}},
+		{"failure: flow control hears the error", fail, nil, nil, verdictRetry, effects{ran: true}},
+		{"throttled without a limiter: an ordinary retry", throttled, nil, nil, verdictRetry,
+			effects{ran: true, throttled: true}},
+		{"throttled with a limiter: the cool-down is commit's", throttled, withLimiter, nil, 0,
+			effects{ran: true, throttled: true, coolDown: true, wait: 7 * time.Second}},
+		{"cancelled: the record is read by commit", fail, nil, ErrCancelled, verdictSettled, effects{cancelled: true}},
+		{"lease lost: nothing", fail, nil, transport.ErrLeaseLost, verdictFenced, effects{}},
+		{"shutdown: released, nothing reported", fail, nil, transport.ErrShuttingDown, verdictRelease, effects{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			if c.cancel != nil {
+				var cancel context.CancelCauseFunc
+				ctx, cancel = context.WithCancelCause(ctx)
+				cancel(c.cancel)
+			}
+			end, _ := decided(t, c.h, 1, ctx, c.mutate)
+			require.Equal(t, c.verdict, end.verdict)
+			got := end.effects
+			require.Equal(t, c.want.ran, got.ran)
+			require.Equal(t, c.want.ran, got.err != nil || c.verdict == verdictAck, "the handler's error travels with it")
+			got.err = nil
+			require.Equal(t, c.want, got)
 		})
 	}
 }

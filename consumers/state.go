@@ -35,13 +35,16 @@ type attemptState struct {
 	history []retry.Attempt
 	attempt retry.Attempt
 	lease   *attemptLease
+	// invoked: the handler was called for this attempt (commit records it
+	// in the ledger).
+	invoked bool
 }
 
 // verdict is how a message is settled.
 type verdict uint8
 
 const (
-	_ verdict = iota // the zero value: no verdict reached (settle releases it)
+	_ verdict = iota // the zero value: no verdict reached (commit releases it)
 	// verdictAck: succeeded (or a duplicate of a step already done).
 	verdictAck
 	// verdictRetry: the next attempt after delay.
@@ -60,7 +63,7 @@ const (
 )
 
 // ending is how one delivery ends: every stage that decides it returns
-// one, and settle is the one place that acts on it.
+// one, and commit (commit.go) is the one place that acts on it.
 type ending struct {
 	verdict verdict
 	// delay is when the message comes back (verdictRetry, verdictRelease).
@@ -72,13 +75,57 @@ type ending struct {
 	duplicate bool
 	// output is the persona's answer (verdictAck), stored with the record.
 	output []byte
+	// outcome: commit writes a terminal record with this outcome and no
+	// quarantine record, then settles by it (verdictSettled, final nil: a
+	// request not started within its queue wait).
+	outcome schemas.Outcome
 	// final is the request's terminal record once stored or found.
 	final *schemas.OutcomeEvent
 	// stored is the quarantine record a previous delivery already wrote (it
 	// crashed before terming the message); storedSeq is its sequence.
 	stored    *schemas.QuarantineRecord
 	storedSeq uint64
+	// freshRecord: this delivery stored the quarantine record (withdrawn
+	// if the terminal record that stands says otherwise).
+	freshRecord bool
+	// effects are what the attempt's end asks of flow control and the
+	// observers; decide returns them, commit applies them first.
+	effects effects
+	// settled is what commit sent the broker (for the settle span).
+	settled settleOp
 }
+
+// effects are an attempt's consequences beyond its settle, returned by
+// decide as data (decide does no I/O) and applied by commit.
+type effects struct {
+	// ran: the handler ran to an outcome (err, what it returned): the
+	// circuit counts it, the limiter settles its tokens, the metrics and
+	// the attempt-failed event report it.
+	ran bool
+	err error
+	// throttled: the provider throttled the attempt (429, 529).
+	throttled bool
+	// coolDown: the persona's limiter cools down for wait and the attempt
+	// is released uncounted until it ends; the ending decide returned is
+	// then only a placeholder. When the limiter cannot be reached the
+	// attempt is decided as an ordinary retryable failure.
+	coolDown bool
+	wait     time.Duration
+	// cancelled: the attempt stopped for its request's cancel; its event
+	// goes out, and its cancelled record is read when final is unknown.
+	cancelled bool
+}
+
+// settleOp is what commit sent the broker for a delivery.
+type settleOp uint8
+
+const (
+	settledNothing settleOp = iota // abandoned, or not settled yet
+	settledAck
+	settledTerm
+	settledRetry
+	settledRelease
+)
 
 // released ends a delivery without counting an attempt: the message comes
 // back after delay.

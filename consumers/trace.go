@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
@@ -112,39 +111,37 @@ func verdictName(end ending) string {
 	return "none"
 }
 
-// tracedSettle is settle inside a settle span ("settle <subject>", a child
-// of the delivery's span) that says how the message was settled.
-func (r *Runtime) tracedSettle(ctx context.Context, msg *message.Message, st *attemptState, end *ending) {
+// tracedCommit is commit inside a settle span ("settle <subject>", a
+// child of the delivery's span) that says how the message was settled.
+func (r *Runtime) tracedCommit(ctx context.Context, st *attemptState, end ending) ending {
 	_, span := r.tracer.Start(ctx, tracing.SpanName("settle", st.delivery.Subject), trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
-	r.settle(msg, st, end)
+	end = r.commit(st, end)
 	if span.IsRecording() {
-		span.SetAttributes(settleAttributes(msg, st, *end)...)
+		span.SetAttributes(settleAttributes(st, end)...)
 	}
+	return end
 }
 
-// settleAttributes reads the settle apply made from the message itself.
-func settleAttributes(msg *message.Message, st *attemptState, end ending) []attribute.KeyValue {
+// settleAttributes describe the settle commit made, from the ending it
+// carried out.
+func settleAttributes(st *attemptState, end ending) []attribute.KeyValue {
 	subject := st.delivery.Subject
-	if msg.Metadata.Get(transport.MetaFenced) != "" {
-		return append(tracing.SettleAttributes(subject, "none"), tracing.Disposition.String("fenced"))
-	}
-	select {
-	case <-msg.Acked():
-		if reason := msg.Metadata.Get(transport.MetaTermReason); reason != "" {
-			a := append(tracing.SettleAttributes(subject, "term"), tracing.Disposition.String("quarantine"), tracing.Reason.String(reason))
-			if end.final != nil {
-				a = append(a, tracing.Outcome.String(string(end.final.Outcome)), tracing.QuarantineSeq.Int64(int64(end.final.QuarantineSeq)))
-			}
-			return a
-		}
+	switch end.settled {
+	case settledAck:
 		return append(tracing.SettleAttributes(subject, "ack"), tracing.Disposition.String("ack"))
-	default:
+	case settledTerm:
+		a := append(tracing.SettleAttributes(subject, "term"), tracing.Disposition.String("quarantine"),
+			tracing.Reason.String(string(end.final.Reason)), tracing.Outcome.String(string(end.final.Outcome)),
+			tracing.QuarantineSeq.Int64(int64(end.final.QuarantineSeq)))
+		return a
+	case settledRetry, settledRelease:
+		disp := "release"
+		if end.settled == settledRetry {
+			disp = "retry"
+		}
+		return append(tracing.SettleAttributes(subject, "nak"), tracing.Disposition.String(disp),
+			tracing.Seconds(tracing.NextDelay, end.delay))
 	}
-	disp := "release"
-	if end.verdict == verdictRetry {
-		disp = "retry"
-	}
-	return append(tracing.SettleAttributes(subject, "nak"), tracing.Disposition.String(disp),
-		tracing.Seconds(tracing.NextDelay, transport.NakDelay(msg, time.Now())))
+	return append(tracing.SettleAttributes(subject, "none"), tracing.Disposition.String("fenced"))
 }

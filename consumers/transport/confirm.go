@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,12 +63,4 @@ func nakBody(d time.Duration) []byte {
 		return []byte("-NAK")
 	}
 	return fmt.Appendf(nil, `-NAK {"delay": %d}`, d.Nanoseconds())
-}
-
-// settleOp names the settle the pipeline asked for, for logs and counts.
-func settleOp(wm *message.Message) string {
-	if wm.Metadata.Get(MetaTermReason) != "" {
-		return "term"
-	}
-	return "ack"
 }

@@ -2,10 +2,7 @@ package transport
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
-
-	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,9 +24,8 @@ type Delivery struct {
 
 	// claim is this replica's hold on the message (nil outside a Subscriber).
 	claim *claim
-	// inline is set when the subscription settles this delivery in the
-	// consumer's goroutine (Config.SettleInline).
-	inline *inlineSettle
+	// settler settles the delivery (nil outside a Subscriber).
+	settler *settler
 }
 
 // Held reports whether this replica still holds the delivery: its
@@ -70,15 +66,4 @@ func newDelivery(m jetstream.Msg, now time.Time) (*Delivery, error) {
 		Sequence: md.Sequence.Stream, Delivered: md.NumDelivered,
 		Published: md.Timestamp, Received: now,
 	}, nil
-}
-
-// inlineSettle is what settling a delivery in the consumer's goroutine
-// needs: its subscription, its in-flight entry and watermill message, and
-// whether it was settled (by the consumer or by a shutdown's release).
-type inlineSettle struct {
-	sub     *subscription
-	id      uint64
-	wm      *message.Message
-	m       jetstream.Msg
-	settled atomic.Bool
 }

@@ -13,22 +13,26 @@
 // since settles are matched by stream sequence alone, a lost claim settles
 // nothing (ErrLeaseLost).
 //
-// How a watermill settle becomes a JetStream one:
+// A delivery is settled by typed calls on its Delivery, in the caller's
+// goroutine, once; each marks the watermill message acked or nacked too:
 //
-//	Ack                  → DoubleAck (confirmed by the server)
-//	AckWithTerm(reason)  → TermWithReason
-//	NackWithDelay(d ≤ Config.HoldUnder)
+//	Ack()                → DoubleAck (confirmed by the server)
+//	Term(reason)         → TermWithReason
+//	RetryAfter(d ≤ Config.HoldUnder), Release(d ≤ Config.HoldUnder)
 //	                     → held by this replica, heartbeated, then a plain
 //	                       Nak when due: nats-server re-arms its redelivery
 //	                       timer on every nak, so under a steady stream of
 //	                       naks a NakWithDelay comes back late
-//	NackWithDelay(d > Config.HoldUnder)
-//	                     → NakWithDelay(d)
-//	Nack                 → Nak (redelivered at once)
-//	ReleaseFenced        → nothing: the message is left to the server
+//	RetryAfter(d), Release(d), d > Config.HoldUnder
+//	                     → NakWithDelay(d); d = 0: Nak (redelivered at once)
+//	Abandon()            → nothing: the message is left to the server
+//
+// A router handler that does not settle its delivery is settled by the
+// Settle middleware from what it returned (nil: Ack; an error: Nak). A
+// plain watermill Ack or Nack settles nothing on the server.
 //
 // Every settle is sent as a request and repeated until the server confirms
 // it or the claim runs out. Close drains: in-flight messages get
 // Config.DrainTimeout to finish, then their contexts are cancelled with
-// ErrShuttingDown and they are released.
+// ErrShuttingDown and the unsettled ones released.
 package transport

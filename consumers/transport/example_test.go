@@ -15,7 +15,9 @@ import (
 
 // A watermill Router on a persona's durable consumer: at most 8 messages
 // at once, each heartbeated while its handler runs and settled by the
-// handler itself (SettleInline), so no goroutine waits per message.
+// handler itself through its Delivery, in the handler's goroutine, so no
+// goroutine waits per message. The Settle middleware settles what a
+// handler left unsettled from what it returned.
 func Example() {
 	nc, err := nats.Connect(nats.DefaultURL)
 	if err != nil {
@@ -27,7 +29,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	sub, err := transport.NewSubscriber(transport.Config{
-		JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 8, SettleInline: true,
+		JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 8,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -37,18 +39,16 @@ func Example() {
 		log.Fatal(err)
 	}
 	// The topic is the persona: the subscriber binds to its durable consumer.
+	router.AddMiddleware(transport.Settle)
 	router.AddConsumerHandler("summarizer", "summarizer", sub, func(msg *message.Message) error {
 		d, _ := transport.DeliveryFrom(msg.Context())
 		if d.Delivered > 3 {
-			transport.AckWithTerm(msg, "too many deliveries") // Term: never redelivered
-			return nil
+			return d.Term("too many deliveries") // Term: never redelivered
 		}
 		if err := summarize(msg.Context(), msg.Payload); err != nil {
-			transport.NackWithDelay(msg, 2*time.Second) // held here, redelivered when due
-			return nil
+			return d.RetryAfter(2 * time.Second) // held here, redelivered when due
 		}
-		transport.Ack(msg)
-		return nil
+		return nil // Settle acks it
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

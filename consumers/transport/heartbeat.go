@@ -19,8 +19,7 @@ type inflightSet struct {
 type inflightMsg struct {
 	m     jetstream.Msg
 	claim *claim
-	// d is the delivery handed to a consumer that settles inline
-	// (Config.SettleInline); nil for a held retry or a goroutine-settled one.
+	// d is the delivery handed to the consumer; nil for a held retry.
 	d *Delivery
 }
 
@@ -34,7 +33,8 @@ func (s *inflightSet) add(m jetstream.Msg, c *claim) uint64 {
 	return s.next
 }
 
-// attach records the inline-settled delivery of message id.
+// attach records the delivery of message id, released at Close if its
+// consumer never settles it.
 func (s *inflightSet) attach(id uint64, d *Delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

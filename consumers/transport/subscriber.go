@@ -38,14 +38,6 @@ type Config struct {
 	// tens of ms to seconds late (BENCHMARKS.md). Longer delays use
 	// NakWithDelay. Default: 5s; negative: always NakWithDelay.
 	HoldUnder time.Duration
-	// SettleInline: the consumer settles every message with this package's
-	// Ack, AckWithTerm, NackWithDelay or ReleaseFenced before its handler
-	// returns, and the settle is sent (and confirmed) right then, in the
-	// handler's goroutine. Without it each message in flight has a
-	// goroutine of its own waiting for watermill's Ack or Nack (a plain
-	// msg.Ack() is then enough). A message its consumer never settles is
-	// released at Close.
-	SettleInline bool
 	// PlainAck sends an ack without waiting for the server's reply. For a
 	// limits-retention stream whose acks follow a stored, confirmed
 	// terminal record: such an ack writes nothing on the server, and one
@@ -120,8 +112,9 @@ func (c Config) validate() error {
 // consumer. The topic is a persona; it binds to the durable
 // Config.Consumer(topic) (by default the persona's durable), which must exist.
 //
-// Ack → DoubleAck (or TermWithReason when MetaTermReason is set); Nack →
-// NakWithDelay with watermill's delay metadata, or Nak without it.
+// A delivery is settled through the typed methods of the Delivery its
+// message carries (Ack, Term, RetryAfter, Release, Abandon), or by the
+// Settle middleware from what a router handler returned.
 type Subscriber struct {
 	cfg Config
 

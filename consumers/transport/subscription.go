@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -213,17 +212,13 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 		return
 	default:
 	}
-	if s.cfg.SettleInline {
-		d.inline = &inlineSettle{sub: s, id: id, wm: wm, m: m}
-		s.inflight.attach(id, d)
-	}
+	d.settler = &settler{sub: s, id: id, wm: wm}
+	s.inflight.attach(id, d)
 	s.settleWG.Add(1)
 	select {
 	case s.out <- wm:
-		if !s.cfg.SettleInline {
-			go s.settle(wm, m, c, id)
-		}
 	case <-s.stopCh:
+		d.settler.settled.Store(true) // never handed out: nobody else settles it
 		s.settleWG.Done()
 		s.giveBack(m, c, id)
 	}
@@ -258,132 +253,17 @@ func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
 	return wm
 }
 
-// reservedMetadata names the headers that do not become metadata. The
-// pipeline's own keys decide how a message is settled: a publisher's
-// header of that name must not reach the pipeline (it could term a request
-// or set its redelivery delay). The transport's identity headers stay with
-// the stored message: a received message published again (forwarded) gets
+// reservedMetadata names the headers that do not become metadata: the
+// transport's identity headers stay with the stored message: a received message published again (forwarded) gets
 // an id of its own instead of the original's Nats-Msg-Id, which would make
 // it a duplicate. Every header is still kept in the message, and in a
 // quarantine record, as published.
 func reservedMetadata(key string) bool {
 	switch key {
-	case MetaTermReason, delay.DelayedForKey, delay.DelayedUntilKey,
-		jetstream.MsgIDHeader, schemas.HeaderMessageUUID:
+	case jetstream.MsgIDHeader, schemas.HeaderMessageUUID:
 		return true
 	}
 	return false
-}
-
-// settle waits for the pipeline's verdict on wm and applies it to m, in
-// its own goroutine (a consumer that does not settle inline).
-func (s *subscription) settle(wm *message.Message, m jetstream.Msg, c *claim, id uint64) {
-	select {
-	case <-wm.Acked():
-		s.apply(wm, m, c, id, settleAck)
-	case <-wm.Nacked():
-		s.apply(wm, m, c, id, settleNak)
-	case <-s.hardStop:
-		s.apply(wm, m, c, id, settleRelease)
-	}
-}
-
-// settleKind is how a message is settled: as watermill acked it, nacked
-// it, or released at shutdown.
-type settleKind uint8
-
-const (
-	settleAck settleKind = iota
-	settleNak
-	settleRelease
-)
-
-// apply settles m as wm asked, unless the claim on m lapsed meanwhile
-// (then m is left to the server and whoever holds it now); either way wm's
-// context is cancelled after and its slot freed. Once per message.
-func (s *subscription) apply(wm *message.Message, m jetstream.Msg, c *claim, id uint64, kind settleKind) {
-	defer s.settleWG.Done()
-	defer s.release(1)
-	defer s.inflight.remove(id)
-	defer c.cancel(errSettled)
-	switch kind {
-	case settleAck:
-		if s.fenced(wm, c, settleOp(wm)) {
-			return
-		}
-		s.ack(wm, m, c)
-	case settleNak:
-		if s.fenced(wm, c, "nak") {
-			return
-		}
-		s.nak(wm, m, c)
-	default:
-		if s.fenced(wm, c, "release") {
-			return
-		}
-		_ = m.Nak()
-		s.log.Warn().Str("message", wm.UUID).Msg("released unfinished message at shutdown")
-	}
-}
-
-// releaseUnsettled releases (Nak) every inline-settled message its
-// consumer has not settled by the hard stop: a handler that ignores its
-// cancelled context must not hold up the drain.
-func (s *subscription) releaseUnsettled() {
-	for _, e := range s.inflight.snapshot() {
-		if e.d == nil || !e.d.inline.settled.CompareAndSwap(false, true) {
-			continue
-		}
-		in := e.d.inline
-		s.apply(in.wm, in.m, e.claim, in.id, settleRelease)
-	}
-}
-
-// fenced reports whether a settle must not go out: the pipeline said so
-// (its lease was lost), or the claim lapsed. A settle refused here is
-// logged and reported through StaleSettle.
-func (s *subscription) fenced(wm *message.Message, c *claim, op string) bool {
-	if wm.Metadata.Get(MetaFenced) != "" {
-		return true // the pipeline refused and reported it already
-	}
-	if c.held(time.Now()) {
-		return false
-	}
-	c.lose(ErrLeaseLost)
-	s.log.Warn().Str("uuid", wm.UUID).Str("op", op).Msg("stale settle refused: the claim on this message lapsed")
-	if s.cfg.StaleSettle != nil {
-		s.cfg.StaleSettle(s.topic, op)
-	}
-	return true
-}
-
-func (s *subscription) ack(wm *message.Message, m jetstream.Msg, c *claim) {
-	if reason := wm.Metadata.Get(MetaTermReason); reason != "" {
-		if err := s.confirm(m, c, []byte("+TERM "+reason)); err != nil {
-			s.log.Error().Err(err).Str("message", wm.UUID).Msg("term not confirmed; the message may be redelivered")
-		}
-		return
-	}
-	if s.cfg.PlainAck {
-		if err := m.Ack(); err != nil {
-			s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not sent; the message will be redelivered and settled from its terminal record")
-		}
-		return
-	}
-	if err := s.confirm(m, c, []byte("+ACK")); err != nil {
-		s.log.Error().Err(err).Str("message", wm.UUID).Msg("ack not confirmed; the message may be redelivered")
-	}
-}
-
-func (s *subscription) nak(wm *message.Message, m jetstream.Msg, c *claim) {
-	d := NakDelay(wm, time.Now())
-	if d > 0 && d <= s.cfg.HoldUnder {
-		s.holds.hold(s, m, c, d)
-		return
-	}
-	if err := s.confirm(m, c, nakBody(d)); err != nil {
-		s.log.Error().Err(err).Str("message", wm.UUID).Msg("nak not confirmed; redelivery after AckWait")
-	}
 }
 
 // close drains: no more fetching, in-flight work gets DrainTimeout, then its
@@ -398,9 +278,7 @@ func (s *subscription) close() {
 			waitTimeout(&s.settleWG, min(s.cfg.DrainTimeout, 5*time.Second))
 		}
 		close(s.hardStop)
-		if s.cfg.SettleInline {
-			s.releaseUnsettled()
-		}
+		s.releaseUnsettled()
 		s.settleWG.Wait()
 		if s.cfg.PlainAck {
 			// Plain acks are only buffered: send them before Close returns.

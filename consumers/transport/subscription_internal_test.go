@@ -3,10 +3,11 @@ package transport
 import (
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // headerMsg is a jetstream.Msg with only headers and data.
@@ -18,18 +19,33 @@ type headerMsg struct {
 func (m headerMsg) Headers() nats.Header { return m.hdr }
 func (m headerMsg) Data() []byte         { return []byte(`{}`) }
 
-// A publisher's header named like the pipeline's own settle metadata must
-// not decide how the message is settled (term it, or delay its release).
-func TestPublishedHeadersCannotSteerTheSettle(t *testing.T) {
+// A published header becomes metadata, except the transport's identity
+// headers, which stay with the stored message (a forward gets its own).
+// No metadata key steers a settle: settles are typed calls on the
+// Delivery, so a publisher's header cannot term a request or delay it.
+func TestPublishedHeadersBecomeMetadataButNotIdentity(t *testing.T) {
 	t.Parallel()
 	hdr := nats.Header{}
-	hdr.Set(MetaTermReason, "injected")
-	hdr.Set(delay.DelayedForKey, "10m")
-	hdr.Set(delay.DelayedUntilKey, "2099-01-01T00:00:00Z")
+	hdr.Set(jetstream.MsgIDHeader, "id-1")
+	hdr.Set(schemas.HeaderMessageUUID, "uuid-1")
+	hdr.Set("personaq_term_reason", "injected")
 	hdr.Set("X-Trace", "kept")
 	wm := toWatermill(headerMsg{hdr: hdr}, &Delivery{Stream: "S", Sequence: 1, Delivered: 1})
-	require.Empty(t, wm.Metadata.Get(MetaTermReason))
-	require.Empty(t, wm.Metadata.Get(delay.DelayedForKey))
-	require.Empty(t, wm.Metadata.Get(delay.DelayedUntilKey))
+	require.Equal(t, "uuid-1", wm.UUID)
+	require.Empty(t, wm.Metadata.Get(jetstream.MsgIDHeader))
+	require.Empty(t, wm.Metadata.Get(schemas.HeaderMessageUUID))
 	require.Equal(t, "kept", wm.Metadata.Get("X-Trace"))
+	require.Equal(t, "injected", wm.Metadata.Get("personaq_term_reason"), "plain metadata: nothing reads it")
+}
+
+// A Delivery made outside a Subscriber settles nothing and reports no
+// error: stage tests build them by hand.
+func TestDeliveryOutsideASubscriberSettlesNothing(t *testing.T) {
+	t.Parallel()
+	d := &Delivery{Stream: "S", Sequence: 1}
+	require.NoError(t, d.Ack())
+	require.NoError(t, d.Term("x"))
+	require.NoError(t, d.RetryAfter(1))
+	require.NoError(t, d.Release(1))
+	d.Abandon()
 }

@@ -2,9 +2,12 @@ package transport_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -52,6 +55,14 @@ func subscriber(t *testing.T, persona string, fetchWait time.Duration) (*harness
 	return h, sub
 }
 
+// delivery is the Delivery msg carries.
+func delivery(t *testing.T, msg *message.Message) *transport.Delivery {
+	t.Helper()
+	d, ok := transport.DeliveryFrom(msg.Context())
+	require.True(t, ok)
+	return d
+}
+
 func receive(t *testing.T, ch <-chan *message.Message) *message.Message {
 	t.Helper()
 	select {
@@ -76,18 +87,26 @@ func TestTransportKeepsTheUUIDAndEndsTheContextOnSettle(t *testing.T) {
 
 	first := receive(t, ch)
 	require.Equal(t, "uuid-1", first.UUID)
-	first.Nack()
-	require.Eventually(t, func() bool { return first.Context().Err() != nil }, 5*time.Second, 5*time.Millisecond,
-		"the context of a settled message ends")
+	require.NoError(t, delivery(t, first).Release(0))
+	require.Error(t, first.Context().Err(), "the context of a settled message ends")
+	require.True(t, isNacked(first), "watermill sees the release as a nack")
 
 	again := receive(t, ch)
 	require.Equal(t, "uuid-1", again.UUID, "stable across redeliveries")
-	d, ok := transport.DeliveryFrom(again.Context())
-	require.True(t, ok)
+	d := delivery(t, again)
 	require.EqualValues(t, 2, d.Delivered)
-	again.Ack()
-	require.Eventually(t, func() bool { return again.Context().Err() != nil }, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, d.Ack())
+	require.Error(t, again.Context().Err())
+	require.Zero(t, h.requestsLeft(), "the ack was confirmed before Ack returned")
+}
+
+func isNacked(msg *message.Message) bool {
+	select {
+	case <-msg.Nacked():
+		return true
+	default:
+		return false
+	}
 }
 
 // A publish the server dropped as a duplicate is reported, and the same
@@ -120,8 +139,8 @@ func TestForwardedMessageGetsItsOwnID(t *testing.T) {
 	require.Empty(t, got.Metadata.Get(jetstream.MsgIDHeader), "the stored message's id stays with it")
 	require.NoError(t, pub.Publish(dst, got), "a forward is a message of its own")
 	require.ErrorIs(t, pub.Publish(dst, got), transport.ErrDuplicate, "the same forward twice is reported")
-	got.Ack()
-	require.Eventually(t, func() bool { return h.requestsLeft() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, delivery(t, got).Ack())
+	require.EqualValues(t, 1, h.requestsLeft())
 }
 
 // Close returns within one fetch wait plus the drain, however long the
@@ -137,8 +156,8 @@ func TestSubscriberCloseReturnsWithinOneFetchWait(t *testing.T) {
 	require.Less(t, time.Since(t0), wait+500*time.Millisecond)
 }
 
-// inlineSubscriber is subscriber with Config.SettleInline.
-func inlineSubscriber(t *testing.T, persona string, slots int) (*harness, *transport.Subscriber) {
+// slotSubscriber is subscriber with slots and a short drain.
+func slotSubscriber(t *testing.T, persona string, slots int) (*harness, *transport.Subscriber) {
 	t.Helper()
 	h := newHarness(t)
 	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{
@@ -146,20 +165,20 @@ func inlineSubscriber(t *testing.T, persona string, slots int) (*harness, *trans
 	}))
 	sub, err := transport.NewSubscriber(transport.Config{
 		JetStream: h.js, Stream: h.topo.RequestsStream, Slots: slots, FetchMaxWait: 200 * time.Millisecond,
-		DrainTimeout: 200 * time.Millisecond, SettleInline: true,
+		DrainTimeout: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sub.Close() })
 	return h, sub
 }
 
-// With SettleInline the settle functions send the settle before they
-// return, in the caller's goroutine: the message is gone from the stream,
-// its context ended and its slot free by then. A plain watermill Ack does
-// not settle it (the consumer promised to use the settle functions).
-func TestInlineSettleIsDoneWhenTheSettleFunctionReturns(t *testing.T) {
+// The typed settles send the settle before they return, in the caller's
+// goroutine: the message is gone from the stream, its context ended and
+// its slot free by then. A plain watermill Ack does not settle it (the
+// Settle middleware does, for a router).
+func TestSettleIsDoneWhenTheSettleMethodReturns(t *testing.T) {
 	t.Parallel()
-	h, sub := inlineSubscriber(t, "inline", 1)
+	h, sub := slotSubscriber(t, "inline", 1)
 	ch, err := sub.Subscribe(context.Background(), "inline")
 	require.NoError(t, err)
 	pub := transport.NewPublisher(h.js)
@@ -169,7 +188,7 @@ func TestInlineSettleIsDoneWhenTheSettleFunctionReturns(t *testing.T) {
 
 	first := receive(t, ch)
 	require.Equal(t, 1, sub.InFlight())
-	transport.Ack(first)
+	require.NoError(t, delivery(t, first).Ack())
 	require.Error(t, first.Context().Err(), "settled before Ack returned")
 	require.EqualValues(t, 2, h.requestsLeft(), "the ack was confirmed by the server")
 
@@ -178,29 +197,28 @@ func TestInlineSettleIsDoneWhenTheSettleFunctionReturns(t *testing.T) {
 	// fetch, which may already hold it: 1 run in 30 under CPU load.)
 	second := receive(t, ch)
 	require.Equal(t, 1, sub.InFlight(), "the settled message left the in-flight set")
-	transport.AckWithTerm(second, "test")
+	require.NoError(t, delivery(t, second).Term("test"))
 	require.EqualValues(t, 1, h.requestsLeft())
 
 	third := receive(t, ch)
-	transport.NackWithDelay(third, 0)
+	require.NoError(t, delivery(t, third).RetryAfter(0))
 	again := receive(t, ch)
 	require.Equal(t, third.UUID, again.UUID)
-	d, ok := transport.DeliveryFrom(again.Context())
-	require.True(t, ok)
+	d := delivery(t, again)
 	require.EqualValues(t, 2, d.Delivered)
-	again.Ack() // watermill's own ack: not a settle inline
+	again.Ack() // watermill's own ack: not a settle
 	require.Equal(t, 1, sub.InFlight())
-	transport.Ack(again)
-	transport.Ack(again) // a second settle is a no-op
+	require.NoError(t, d.Ack())
+	require.ErrorIs(t, d.Ack(), transport.ErrAlreadySettled, "a second settle changes nothing")
 	require.Zero(t, h.requestsLeft())
 }
 
 // A message its consumer never settles (a handler that ignores its
 // cancelled context) does not hold up Close: the hard stop releases it to
 // another replica, and a settle after that changes nothing.
-func TestInlineUnsettledMessageIsReleasedAtClose(t *testing.T) {
+func TestUnsettledMessageIsReleasedAtClose(t *testing.T) {
 	t.Parallel()
-	h, sub := inlineSubscriber(t, "stuck", 2)
+	h, sub := slotSubscriber(t, "stuck", 2)
 	ch, err := sub.Subscribe(context.Background(), "stuck")
 	require.NoError(t, err)
 	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("stuck"), message.NewMessage("s", []byte(`{}`))))
@@ -214,7 +232,7 @@ func TestInlineUnsettledMessageIsReleasedAtClose(t *testing.T) {
 		t.Fatal("Close waited for a message nobody settles")
 	}
 	require.ErrorIs(t, context.Cause(stuck.Context()), transport.ErrShuttingDown)
-	transport.Ack(stuck) // too late: it was released
+	require.ErrorIs(t, delivery(t, stuck).Ack(), transport.ErrAlreadySettled, "too late: it was released")
 	require.EqualValues(t, 1, h.requestsLeft(), "released, not acked")
 
 	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("stuck"))
@@ -229,4 +247,63 @@ func TestInlineUnsettledMessageIsReleasedAtClose(t *testing.T) {
 		require.EqualValues(t, 2, md.NumDelivered, "redelivered at once (Nak), not after AckWait")
 	}
 	require.Equal(t, 1, got)
+}
+
+// Abandon settles nothing: the slot is freed and the context ended, but
+// the message stays pending on the server (redelivered after AckWait).
+func TestAbandonLeavesTheMessageToTheServer(t *testing.T) {
+	t.Parallel()
+	h, sub := slotSubscriber(t, "abandon", 1)
+	ch, err := sub.Subscribe(context.Background(), "abandon")
+	require.NoError(t, err)
+	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("abandon"), message.NewMessage("a", []byte(`{}`))))
+	msg := receive(t, ch)
+	d := delivery(t, msg)
+	d.Abandon()
+	require.Error(t, msg.Context().Err())
+	require.Zero(t, sub.InFlight())
+	require.ErrorIs(t, d.Ack(), transport.ErrAlreadySettled, "an abandoned delivery settles nothing after")
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("abandon"))
+	require.NoError(t, err)
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, info.NumAckPending, "still pending: nothing was sent")
+	require.EqualValues(t, 1, h.requestsLeft())
+}
+
+// Through a watermill Router with the Settle middleware, a handler that
+// returns nil has its message acked and one that returns an error has it
+// redelivered at once; a handler that settles itself is left alone.
+func TestSettleMiddlewareSettlesWhatTheHandlerReturned(t *testing.T) {
+	t.Parallel()
+	h, sub := slotSubscriber(t, "router", 4)
+	pub := transport.NewPublisher(h.js)
+	for _, id := range []string{"ok", "fails-once", "terms"} {
+		require.NoError(t, pub.Publish(h.topo.RequestSubject("router"), message.NewMessage(id, []byte(id))))
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddMiddleware(transport.Settle)
+	seen := make(chan string, 16)
+	router.AddConsumerHandler("router", "router", sub, func(msg *message.Message) error {
+		d := delivery(t, msg)
+		seen <- fmt.Sprintf("%s/%d", msg.UUID, d.Delivered)
+		switch {
+		case msg.UUID == "fails-once" && d.Delivered == 1:
+			return errors.New("try again")
+		case msg.UUID == "terms":
+			return d.Term("done with it")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = router.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = router.Close() })
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
+	got := map[string]bool{}
+	for len(seen) > 0 {
+		got[<-seen] = true
+	}
+	require.Equal(t, map[string]bool{"ok/1": true, "fails-once/1": true, "fails-once/2": true, "terms/1": true}, got)
 }
