@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -45,7 +46,7 @@ func (r *Runtime) awaitLedger(ctx context.Context, st *attemptState, cause error
 		if !st.deadline.IsZero() {
 			wait = min(wait, st.deadline.Sub(r.now()))
 		}
-		if !sleepCtx(ctx, wait) {
+		if !loop.Sleep(ctx, wait) {
 			end := released(0) // shutting down: to another replica at once
 			return ledger.Begun{}, &end
 		}
@@ -88,19 +89,4 @@ func (r *Runtime) ledgerDeadline(st *attemptState, since time.Time, cause error)
 	end := quarantined(deadlineDecision(st.deadline, "passed while the attempt ledger (Redis) was unreachable (held "+
 		time.Since(since).Round(time.Second).String()+", last error: "+cause.Error()+"); not run"))
 	return &end
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
@@ -146,7 +147,7 @@ type AdvisoryListener struct {
 	w   *Writer
 	log zerolog.Logger
 
-	lc lifecycle
+	loops loop.Group
 }
 
 // NewAdvisoryListener validates cfg and returns a listener.
@@ -160,6 +161,9 @@ func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
 		l.log = *cfg.Logger
 	}
 	l.log = l.log.With().Str("component", "max-deliveries").Logger()
+	l.loops.OnPanic = func(p *loop.PanicError) {
+		l.log.Error().Err(p).Msg("max-deliveries listener stopped by a panic; Stop re-raises it")
+	}
 	return l, nil
 }
 
@@ -206,7 +210,7 @@ func (l *AdvisoryListener) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("advisory consumer %s: %w", l.cfg.Durable, err)
 	}
-	if !l.lc.start(ctx, iter.Stop, func(ctx context.Context) { l.listen(ctx, iter) }, l.sweepLoop) {
+	if !l.loops.Start(ctx, func(ctx context.Context) { l.listen(ctx, iter) }, l.sweepLoop) {
 		iter.Stop()
 		return nil
 	}
@@ -216,9 +220,13 @@ func (l *AdvisoryListener) Start(ctx context.Context) error {
 
 // Stop ends the background work and waits for it. It is idempotent and
 // safe to call before Start.
-func (l *AdvisoryListener) Stop() { l.lc.stop() }
+func (l *AdvisoryListener) Stop() { l.loops.Stop() }
 
+// listen handles advisories until ctx ends; the iterator's Next does not
+// watch ctx, so ctx's end stops the iterator.
 func (l *AdvisoryListener) listen(ctx context.Context, iter jetstream.MessagesContext) {
+	defer context.AfterFunc(ctx, iter.Stop)()
+	defer iter.Stop()
 	for {
 		m, err := iter.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
@@ -226,7 +234,7 @@ func (l *AdvisoryListener) listen(ctx context.Context, iter jetstream.MessagesCo
 		}
 		if err != nil {
 			l.log.Warn().Err(err).Msg("advisory consumer error")
-			if !sleepCtx(ctx, time.Second) {
+			if !loop.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -386,19 +394,4 @@ func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
 		return nil
 	}
 	return err
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

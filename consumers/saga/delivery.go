@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -132,22 +133,9 @@ func (q *queue) failed(ctx context.Context, m jetstream.Msg, sg *Saga, pol retry
 func (q *queue) call(ctx context.Context, m jetstream.Msg, h Func, req *schemas.CompensationRequest, timeout time.Duration) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan struct{})
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		t := time.NewTicker(q.beat)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	defer func() { close(done); <-beat }()
+	var beat loop.Group // beats until h returns, even past its timeout or a shutdown
+	beat.Start(context.WithoutCancel(ctx), func(ctx context.Context) { loop.Every(ctx, q.beat, func() { _ = m.InProgress() }) })
+	defer beat.Stop()
 	return safeCall(actx, h, req)
 }
 

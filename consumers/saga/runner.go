@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -90,9 +90,7 @@ type Runner struct {
 	log  zerolog.Logger
 	now  func() time.Time
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loops loop.Group
 }
 
 // NewRunner validates cfg and returns a Runner.
@@ -114,6 +112,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if r.cfg.Policy.MaxAttempts == 0 {
 		r.cfg.Policy = retry.LocalPolicy()
 	}
+	r.loops.OnPanic = func(p *loop.PanicError) {
+		r.log.Error().Err(p).Msg("compensation runner stopped by a panic; Stop re-raises it")
+	}
 	return r, nil
 }
 
@@ -131,34 +132,14 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err := Provision(ctx, r.js, r.topo); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return nil
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	stopOnCtx := context.AfterFunc(ctx, cancel)
-	go func() {
-		defer close(r.done)
-		defer stopOnCtx()
-		r.consume(runCtx)
-	}()
+	r.loops.Start(ctx, r.consume)
 	return nil
 }
 
 // Stop ends the background loop and waits for it; a compensation it was
 // running is cut short and its request handed back without counting an
 // attempt. Stop is idempotent and safe before Start.
-func (r *Runner) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if done != nil {
-		cancel()
-		<-done
-	}
-}
+func (r *Runner) Stop() { r.loops.Stop() }
 
 // pollWait bounds one pull of the loops: how late they see ctx's end.
 const pollWait = time.Second
@@ -172,10 +153,7 @@ func (r *Runner) consume(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("compensation runner: cannot consume; retrying in 5s")
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-			}
+			loop.Sleep(ctx, 5*time.Second)
 		}
 	}
 }
