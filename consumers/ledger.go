@@ -8,6 +8,7 @@ import (
 
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -103,5 +104,5 @@ func (h *health) ledgerResult(err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	h.ledgerDown.Store(errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded))
+	h.ledgerDown.Store(rdb.Unavailable(err))
 }

@@ -2,11 +2,11 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -27,12 +27,6 @@ import (
 // ledgerRetry is how often a delivery held through a ledger outage asks
 // the ledger again.
 const ledgerRetry = time.Second
-
-// unreachable reports whether err means the ledger could not be reached
-// (not a refusal or corrupt data): Redis down, or our per-call deadline.
-func unreachable(err error) bool {
-	return errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-}
 
 // awaitLedger holds a delivery whose Begin found the ledger unreachable
 // until a Begin answers. It returns what that Begin returned, or the
@@ -58,7 +52,7 @@ func (r *Runtime) awaitLedger(ctx context.Context, st *attemptState, cause error
 		case err == nil:
 			st.log.Info().Dur("waited", time.Since(since)).Msg("attempt ledger reachable again; the held request goes on")
 			return begun, nil
-		case !unreachable(err) || ctx.Err() != nil:
+		case !rdb.Unavailable(err) || ctx.Err() != nil:
 			end := released(releaseDelay(st.delivery.Delivered))
 			st.log.Warn().Err(err).Float64("backoffSeconds", end.delay.Seconds()).Msg("ledger refused the attempt; message released without counting an attempt")
 			return ledger.Begun{}, &end
