@@ -161,9 +161,6 @@ func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
 		l.log = *cfg.Logger
 	}
 	l.log = l.log.With().Str("component", "max-deliveries").Logger()
-	l.loops.OnPanic = func(p *loop.PanicError) {
-		l.log.Error().Err(p).Msg("max-deliveries listener stopped by a panic; Stop re-raises it")
-	}
 	return l, nil
 }
 

@@ -4,7 +4,10 @@
 // only once every goroutine the Group started has returned. Loops that
 // wait between rounds use Sleep and Every, which end with their context.
 //
-// A loop that panics is not swallowed: the Group's other loops are asked
-// to end, OnPanic (when set) hears of it at once, and Stop and Wait panic
-// again with a *PanicError carrying the value and the loop's stack.
+// A loop that panics is never swallowed. By default the panic ends the
+// process at once, as any goroutine's does. An owner that can do better
+// (the runtime drains its in-flight work first) sets OnPanic: the panic is
+// then recovered, the Group's other loops are asked to end, OnPanic hears
+// of it at once, and Stop and Wait panic again with a *PanicError carrying
+// the value and the loop's stack.
 package loop

@@ -13,9 +13,10 @@ import (
 // every owner here is built, started and stopped once).
 type Group struct {
 	// OnPanic, when set, is called from the panicking goroutine with a
-	// loop's panic, once the Group's other loops were asked to end (e.g.
-	// to log it and shut the owner down). Stop and Wait panic with it
-	// either way. Default: none.
+	// loop's recovered panic, once the Group's other loops were asked to
+	// end (e.g. to log it and drain the owner); Stop and Wait then panic
+	// with it. Default: none, and a loop's panic is not recovered: it
+	// ends the process at once, as any goroutine's panic does.
 	OnPanic func(*PanicError)
 
 	mu      sync.Mutex
@@ -25,7 +26,8 @@ type Group struct {
 	panic   *PanicError
 }
 
-// PanicError is a loop's panic, re-raised by Stop and Wait.
+// PanicError is a loop's panic recovered for OnPanic, re-raised by Stop
+// and Wait.
 type PanicError struct {
 	// Value is what the loop panicked with.
 	Value any
@@ -61,9 +63,13 @@ func (g *Group) Start(ctx context.Context, loops ...func(context.Context)) bool 
 	return true
 }
 
-// run runs one loop, turning a panic into the Group's failure.
+// run runs one loop; with OnPanic, its panic becomes the Group's failure.
 func (g *Group) run(ctx context.Context, loop func(context.Context)) {
 	defer g.wg.Done()
+	if g.OnPanic == nil {
+		loop(ctx)
+		return
+	}
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -76,16 +82,14 @@ func (g *Group) run(ctx context.Context, loop func(context.Context)) {
 		}
 		g.mu.Unlock()
 		g.cancel()
-		if g.OnPanic != nil {
-			g.OnPanic(p)
-		}
+		g.OnPanic(p)
 	}()
 	loop(ctx)
 }
 
 // Stop asks the loops to end and waits until every one has returned. It
 // is idempotent, safe to call concurrently, and a no-op before Start.
-// When a loop panicked, Stop panics with its *PanicError.
+// When a loop's panic was recovered (OnPanic), Stop panics with it.
 func (g *Group) Stop() {
 	g.mu.Lock()
 	cancel := g.cancel
@@ -97,7 +101,7 @@ func (g *Group) Stop() {
 }
 
 // Wait waits until every loop has returned, without asking them to end.
-// When a loop panicked, Wait panics with its *PanicError.
+// When a loop's panic was recovered (OnPanic), Wait panics with it.
 func (g *Group) Wait() {
 	g.wg.Wait()
 	g.mu.Lock()

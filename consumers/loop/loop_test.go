@@ -3,6 +3,8 @@ package loop_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +242,35 @@ func TestEveryRunsUntilItsContextEnds(t *testing.T) {
 	n := calls.Load()
 	time.Sleep(20 * time.Millisecond) // would be three more calls if it went on
 	require.Equal(t, n, calls.Load(), "Every called fn after its context ended")
+}
+
+// crashEnv makes the test binary run crashingGroup instead of its tests.
+const crashEnv = "LOOP_TEST_CRASH"
+
+func init() {
+	if os.Getenv(crashEnv) == "1" {
+		crashingGroup()
+	}
+}
+
+// crashingGroup starts a loop that panics in a Group without OnPanic, and
+// waits for it: the process must end with the panic, not here.
+func crashingGroup() {
+	var g loop.Group
+	g.Start(context.Background(), func(context.Context) { panic("loop without OnPanic") })
+	g.Wait()
+	os.Exit(0)
+}
+
+// Without OnPanic a loop's panic ends the process at once, as any
+// goroutine's does: nothing recovers it and runs on without the loop.
+func TestGroupPanicWithoutOnPanicEndsTheProcess(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the process ended cleanly: %s", out)
+	require.Equal(t, 2, exit.ExitCode(), "a Go panic exits with status 2")
+	require.Contains(t, string(out), "panic: loop without OnPanic")
 }

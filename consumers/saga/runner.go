@@ -112,9 +112,6 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if r.cfg.Policy.MaxAttempts == 0 {
 		r.cfg.Policy = retry.LocalPolicy()
 	}
-	r.loops.OnPanic = func(p *loop.PanicError) {
-		r.log.Error().Err(p).Msg("compensation runner stopped by a panic; Stop re-raises it")
-	}
 	return r, nil
 }
 
