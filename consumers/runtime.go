@@ -305,7 +305,6 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.log.Error().Err(p).Msg("a background loop panicked; the replica drains and stops")
 		cancel()
 	}}
-	defer loops.Stop()
 	defer cancel()
 	if err := r.Provision(ctx); err != nil {
 		return err
@@ -336,6 +335,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	defer stopBackground()
 	drained := make(chan struct{})
 	loops.Start(ctx, r.loops(router, subs, drained)...)
+	// Stopped (and waited for) before the terminal-record batches and the
+	// cancel notices their passes use are.
+	defer loops.Stop()
 	defer r.health.bound.Store(false)
 	r.log.Info().Int("personas", len(r.personas)).Bool("ledger", r.ledger != nil).Msg("personaq runtime started")
 	if r.ledger == nil {
