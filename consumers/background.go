@@ -3,46 +3,78 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/personaq/personaq/consumers/saga"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
-// background starts the loops every replica runs beside the router: the
-// MAX_DELIVERIES listener (crash-looping messages → quarantine) and, when
-// compensation handlers are configured, the saga compensation runner, the
-// unknown-persona sweep and the waiting-request scan (ledger outage, queue
-// wait). The returned stop waits for them.
+// loops are the loops Run keeps beside the router, on one loop.Group:
+// closing the subscribers when ctx ends (what drains in-flight work; the
+// router only closes the ones it still watches, and drained is closed
+// after), readiness, the ledger ping and attempt leases (with a ledger),
+// the circuit and backlog watches, the unknown-persona sweep and the
+// waiting-request scan (ledger outage, queue wait).
+func (r *Runtime) loops(router *message.Router, subs []*transport.Subscriber, drained chan<- struct{}) []func(context.Context) {
+	loops := []func(context.Context){
+		func(ctx context.Context) {
+			defer close(drained)
+			<-ctx.Done()
+			for _, s := range subs {
+				_ = s.Close()
+			}
+		},
+		func(ctx context.Context) { r.watchBound(ctx, router) },
+		r.watchCircuits,
+		r.watchBacklog,
+		r.scanWaitingRequests,
+	}
+	if r.ledger != nil {
+		loops = append(loops,
+			func(ctx context.Context) { r.watchLedger(ctx, 2*time.Second) },
+			func(ctx context.Context) { r.leases.run(ctx, r.leaseInterval()) })
+	}
+	if grace := r.unknownGrace(); grace > 0 {
+		loops = append(loops, func(ctx context.Context) { r.sweepUnknown(ctx, grace) })
+	}
+	return loops
+}
+
+// watchBound marks the replica ready once the router runs, and not ready
+// (draining) once ctx ends.
+func (r *Runtime) watchBound(ctx context.Context, router *message.Router) {
+	select {
+	case <-router.Running():
+		r.health.bound.Store(true)
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	r.health.bound.Store(false)
+}
+
+// unknownGrace is how long a request on a subject no replica serves waits
+// before the sweep quarantines it; 0: no sweep.
+func (r *Runtime) unknownGrace() time.Duration {
+	switch grace := r.cfg.UnknownPersonaGrace; {
+	case grace < 0:
+		return 0
+	case grace == 0:
+		return DefaultUnknownPersonaGrace
+	default:
+		return grace
+	}
+}
+
+// background starts the MAX_DELIVERIES listener (crash-looping messages →
+// quarantine) and, when compensation handlers are configured, the saga
+// compensation runner; each runs its loops on its own loop.Group. The
+// returned stop stops both and waits for them.
 func (r *Runtime) background(ctx context.Context) (stop func(), err error) {
-	stopLoops, err := r.backgroundLoops(ctx)
-	if err != nil {
-		return nil, err
-	}
-	stopUnknown, stopScan := r.startUnknownSweep(ctx), r.startWaitScan(ctx)
-	return func() { stopLoops(); stopUnknown(); stopScan() }, nil
-}
-
-// startUnknownSweep runs the unknown-persona sweep until ctx ends or stop.
-func (r *Runtime) startUnknownSweep(ctx context.Context) (stop func()) {
-	grace := r.cfg.UnknownPersonaGrace
-	if grace < 0 {
-		return func() {}
-	}
-	if grace == 0 {
-		grace = DefaultUnknownPersonaGrace
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.sweepUnknown(ctx, grace)
-	}()
-	return func() { cancel(); <-done }
-}
-
-func (r *Runtime) backgroundLoops(ctx context.Context) (stop func(), err error) {
 	adv, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
 		JetStream: r.js, Writer: r.dlq, RequestsStream: r.topo.RequestsStream,
 		Replicas: r.topo.Replicas, Storage: r.topo.Storage, Logger: &r.log, Annotate: r.annotate,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
@@ -77,7 +78,7 @@ func (r *Runtime) holdLease(st *attemptState, cancel context.CancelCauseFunc) {
 func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Begun, ending, bool) {
 	begunAt := time.Now()
 	begun, err := r.callBegin(ctx, st)
-	if err != nil && unreachable(err) {
+	if err != nil && rdb.Unavailable(err) {
 		var stop *ending
 		if begun, stop = r.awaitLedger(ctx, st, err); stop != nil {
 			return begun, *stop, true

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -83,13 +84,9 @@ func (w *cancelWatch) start(ctx context.Context) (stop func(), err error) {
 		return nil, err
 	}
 	w.catchUp(fctx, time.Time{})
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.watchReconnects(ctx, nc)
-	}()
-	return func() { cancel(); <-done; _ = sub.Unsubscribe() }, nil
+	var g loop.Group
+	g.Start(ctx, func(ctx context.Context) { w.watchReconnects(ctx, nc) })
+	return func() { g.Stop(); _ = sub.Unsubscribe() }, nil
 }
 
 func (w *cancelWatch) onNotice(m *nats.Msg) {

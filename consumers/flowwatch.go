@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/loop"
 )
 
 // watchCircuits keeps this replica's view of the shared circuit states.
@@ -31,7 +32,7 @@ func (r *Runtime) watchCircuits(ctx context.Context) {
 		}
 	}
 	poll()
-	every(ctx, flowPoll, poll)
+	loop.Every(ctx, flowPoll, poll)
 }
 
 // watchBacklog reports each persona's runnable backlog: the requests
@@ -57,7 +58,7 @@ func (r *Runtime) watchBacklog(ctx context.Context) {
 	if interval == 0 {
 		interval = backlogInterval
 	}
-	every(ctx, interval, measure)
+	loop.Every(ctx, interval, measure)
 }
 
 func (r *Runtime) runnable(ctx context.Context, p *personaRuntime) (int, bool) {

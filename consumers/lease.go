@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/transport"
 )
 
@@ -169,7 +170,7 @@ func (k *leaseKeeper) byTTL(now time.Time) map[time.Duration][]*attemptLease {
 
 // run renews every interval until ctx ends.
 func (k *leaseKeeper) run(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() { k.renewAll(ctx) })
+	loop.Every(ctx, interval, func() { k.renewAll(ctx) })
 }
 
 func (k *leaseKeeper) renewAll(ctx context.Context) {

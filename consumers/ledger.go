@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -54,25 +56,11 @@ func ledgerOptions(counted, succeeded bool, st *attemptState) ledger.FinishOptio
 // watchLedger pings the ledger so readiness recovers (and degrades) even
 // when no message arrives to notice.
 func (r *Runtime) watchLedger(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() {
+	loop.Every(ctx, interval, func() {
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
 		r.health.ledgerResult(r.refreshEpoch(pctx))
 	})
-}
-
-// every calls fn each interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }
 
 // refreshEpoch reads when the ledger's data set began (a ping that also
@@ -116,5 +104,5 @@ func (h *health) ledgerResult(err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	h.ledgerDown.Store(errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded))
+	h.ledgerDown.Store(rdb.Unavailable(err))
 }

@@ -2,10 +2,11 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -27,12 +28,6 @@ import (
 // the ledger again.
 const ledgerRetry = time.Second
 
-// unreachable reports whether err means the ledger could not be reached
-// (not a refusal or corrupt data): Redis down, or our per-call deadline.
-func unreachable(err error) bool {
-	return errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // awaitLedger holds a delivery whose Begin found the ledger unreachable
 // until a Begin answers. It returns what that Begin returned, or the
 // ending of a delivery that stops waiting: its step deadline passed, the
@@ -45,7 +40,7 @@ func (r *Runtime) awaitLedger(ctx context.Context, st *attemptState, cause error
 		if !st.deadline.IsZero() {
 			wait = min(wait, st.deadline.Sub(r.now()))
 		}
-		if !sleepCtx(ctx, wait) {
+		if !loop.Sleep(ctx, wait) {
 			end := released(0) // shutting down: to another replica at once
 			return ledger.Begun{}, &end
 		}
@@ -57,7 +52,7 @@ func (r *Runtime) awaitLedger(ctx context.Context, st *attemptState, cause error
 		case err == nil:
 			st.log.Info().Dur("waited", time.Since(since)).Msg("attempt ledger reachable again; the held request goes on")
 			return begun, nil
-		case !unreachable(err) || ctx.Err() != nil:
+		case !rdb.Unavailable(err) || ctx.Err() != nil:
 			end := released(releaseDelay(st.delivery.Delivered))
 			st.log.Warn().Err(err).Float64("backoffSeconds", end.delay.Seconds()).Msg("ledger refused the attempt; message released without counting an attempt")
 			return ledger.Begun{}, &end
@@ -88,19 +83,4 @@ func (r *Runtime) ledgerDeadline(st *attemptState, since time.Time, cause error)
 	end := quarantined(deadlineDecision(st.deadline, "passed while the attempt ledger (Redis) was unreachable (held "+
 		time.Since(since).Round(time.Second).String()+", last error: "+cause.Error()+"); not run"))
 	return &end
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/ratelog"
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/streams"
@@ -298,10 +298,13 @@ func (r *Runtime) Provision(ctx context.Context) error {
 // attempts get DrainTimeout to finish and the rest are released.
 func (r *Runtime) Run(ctx context.Context) error {
 	// Every loop Run starts has ended when it returns: none writes to the
-	// logger (or anything else of the caller's) after Run.
-	var loops sync.WaitGroup
-	defer loops.Wait()
+	// logger (or anything else of the caller's) after Run. A loop's panic
+	// drains the replica, and Run panics with it once drained.
 	ctx, cancel := context.WithCancel(ctx)
+	loops := loop.Group{OnPanic: func(p *loop.PanicError) {
+		r.log.Error().Err(p).Msg("a background loop panicked; the replica drains and stops")
+		cancel()
+	}}
 	defer cancel()
 	if err := r.Provision(ctx); err != nil {
 		return err
@@ -330,31 +333,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopBackground()
-	// The router stops reading when ctx ends but only closes subscribers it
-	// still watches; closing them here is what drains in-flight work.
 	drained := make(chan struct{})
-	loops.Go(func() {
-		defer close(drained)
-		<-ctx.Done()
-		for _, s := range subs {
-			_ = s.Close()
-		}
-	})
-	if r.ledger != nil {
-		loops.Go(func() { r.watchLedger(ctx, 2*time.Second) })
-		loops.Go(func() { r.leases.run(ctx, r.leaseInterval()) })
-	}
-	loops.Go(func() { r.watchCircuits(ctx) })
-	loops.Go(func() { r.watchBacklog(ctx) })
-	loops.Go(func() {
-		select {
-		case <-router.Running():
-			r.health.bound.Store(true)
-		case <-ctx.Done():
-		}
-		<-ctx.Done()
-		r.health.bound.Store(false) // draining: not ready for new work
-	})
+	loops.Start(ctx, r.loops(router, subs, drained)...)
+	// Stopped (and waited for) before the terminal-record batches and the
+	// cancel notices their passes use are.
+	defer loops.Stop()
 	defer r.health.bound.Store(false)
 	r.log.Info().Int("personas", len(r.personas)).Bool("ledger", r.ledger != nil).Msg("personaq runtime started")
 	if r.ledger == nil {

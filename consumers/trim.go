@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
@@ -67,23 +68,10 @@ type trimmer struct {
 // startTrim runs the trimmer every interval until ctx ends; stop waits
 // for it.
 func (r *Runtime) startTrim(ctx context.Context, interval time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	t := &trimmer{r: r, floor: map[string]uint64{}, kept: map[string]uint64{}}
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				t.pass(ctx)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	var g loop.Group
+	g.Start(ctx, func(ctx context.Context) { loop.Every(ctx, interval, func() { t.pass(ctx) }) })
+	return g.Stop
 }
 
 // pass trims every persona this replica serves.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
@@ -70,7 +71,7 @@ func contains(list []string, s string) bool {
 // the grace period on a subject no replica serves. Records are idempotent,
 // so every replica may sweep.
 func (r *Runtime) sweepUnknown(ctx context.Context, grace time.Duration) {
-	every(ctx, min(max(grace/4, time.Second), 30*time.Second), func() {
+	loop.Every(ctx, min(max(grace/4, time.Second), 30*time.Second), func() {
 		if err := r.quarantineUnknown(ctx, grace); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("unknown-persona sweep failed; will try again")
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/loop"
 )
 
 // A request can wait where no delivery sees it: its persona's consumer is
@@ -29,23 +31,12 @@ const (
 	waitScanMax   = 1000
 )
 
-// startWaitScan runs the waiting-request scan until ctx ends or stop.
-func (r *Runtime) startWaitScan(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.scanWaitingRequests(ctx)
-	}()
-	return func() { cancel(); <-done }
-}
-
 // scanWaitingRequests runs each rule every waitScanEvery, persona by
 // persona, until ctx ends.
 func (r *Runtime) scanWaitingRequests(ctx context.Context) {
 	outage := newOutageRule(r)
 	queueWait := newQueueWaitRule(r)
-	every(ctx, waitScanEvery, func() {
+	loop.Every(ctx, waitScanEvery, func() {
 		names := slices.Sorted(maps.Keys(r.personas))
 		if outage.active() {
 			for _, name := range names {

@@ -8,10 +8,13 @@ import (
 	"maps"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/streams"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -146,7 +149,7 @@ type AdvisoryListener struct {
 	w   *Writer
 	log zerolog.Logger
 
-	lc lifecycle
+	loops loop.Group
 }
 
 // NewAdvisoryListener validates cfg and returns a listener.
@@ -198,67 +201,101 @@ func (l *AdvisoryListener) Start(ctx context.Context) error {
 	if err := l.Provision(ctx); err != nil {
 		return err
 	}
-	cons, err := l.js.Consumer(ctx, l.cfg.AdvisoryStream, l.cfg.Durable)
-	if err != nil {
+	if _, err := l.js.Consumer(ctx, l.cfg.AdvisoryStream, l.cfg.Durable); err != nil {
 		return fmt.Errorf("advisory consumer %s: %w", l.cfg.Durable, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(16))
-	if err != nil {
-		return fmt.Errorf("advisory consumer %s: %w", l.cfg.Durable, err)
+	if l.loops.Start(ctx, l.listen, l.sweepLoop) {
+		l.log.Info().Str("stream", l.cfg.RequestsStream).Msg("max-deliveries listener started")
 	}
-	if !l.lc.start(ctx, iter.Stop, func(ctx context.Context) { l.listen(ctx, iter) }, l.sweepLoop) {
-		iter.Stop()
-		return nil
-	}
-	l.log.Info().Str("stream", l.cfg.RequestsStream).Msg("max-deliveries listener started")
 	return nil
 }
 
 // Stop ends the background work and waits for it. It is idempotent and
 // safe to call before Start.
-func (l *AdvisoryListener) Stop() { l.lc.stop() }
+func (l *AdvisoryListener) Stop() { l.loops.Stop() }
 
-func (l *AdvisoryListener) listen(ctx context.Context, iter jetstream.MessagesContext) {
+// errSubscriptionEnded: the advisory subscription closed while the
+// listener still ran.
+var errSubscriptionEnded = errors.New("advisory subscription ended")
+
+// listen handles advisories until ctx ends, subscribing again a second
+// after a subscription that could not start or ended.
+func (l *AdvisoryListener) listen(ctx context.Context) {
 	for {
-		m, err := iter.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+		err := l.consume(ctx)
+		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			l.log.Warn().Err(err).Msg("advisory consumer error")
-			if !sleepCtx(ctx, time.Second) {
-				return
-			}
-			continue
+		l.log.Warn().Err(err).Msg("advisory consumer error; subscribing again in 1s")
+		if !loop.Sleep(ctx, time.Second) {
+			return
 		}
+	}
+}
+
+// consume handles advisories, one at a time, on the shared transport (its
+// subscriber heartbeats an advisory being captured and releases the ones
+// fetched and not handled when ctx ends) until ctx ends.
+func (l *AdvisoryListener) consume(ctx context.Context) error {
+	sub, err := transport.NewSubscriber(transport.Config{
+		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, SettleInline: true, Logger: &l.log,
+		Consumer: func(string) string { return l.cfg.Durable },
+		// A failed capture waits CaptureRetry (5s and up) on the server,
+		// not held here: any replica may take it next.
+		HoldUnder: -1,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Close() }()
+	advisories, err := sub.Subscribe(ctx, "max-deliveries")
+	if err != nil {
+		return err
+	}
+	for m := range advisories {
 		l.handle(ctx, m)
+	}
+	return errSubscriptionEnded
+}
+
+// settle is how handle ends an advisory's delivery: acked (nil), dropped
+// for good (term) or tried again after retry. It is the one place the
+// listener talks to the transport's settle API.
+func settle(m *message.Message, term string, retry time.Duration) {
+	switch {
+	case term != "":
+		transport.AckWithTerm(m, term)
+	case retry > 0:
+		transport.NackWithDelay(m, retry)
+	default:
+		transport.Ack(m)
 	}
 }
 
 // handle captures the message an advisory names; the advisory is acked
 // only once the record is stored and the message removed.
-func (l *AdvisoryListener) handle(ctx context.Context, m jetstream.Msg) {
+func (l *AdvisoryListener) handle(ctx context.Context, m *message.Message) {
 	var adv Advisory
-	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-		l.log.Error().Err(err).Str("subject", m.Subject()).Msg("undecodable MAX_DELIVERIES advisory dropped")
-		_ = m.Term()
+	if err := json.Unmarshal(m.Payload, &adv); err != nil || adv.StreamSeq == 0 {
+		l.log.Error().Err(err).Msg("undecodable MAX_DELIVERIES advisory dropped")
+		settle(m, "undecodable MAX_DELIVERIES advisory", 0)
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := l.Capture(cctx, adv); err != nil {
 		var tries uint64 = 1
-		if md, merr := m.Metadata(); merr == nil {
-			tries = md.NumDelivered
+		if d, ok := transport.DeliveryFrom(m.Context()); ok {
+			tries = d.Delivered
 		}
 		delay := captureRetryDelay(l.cfg.CaptureRetry, tries)
 		l.failed(cctx, adv, err, delay)
-		_ = m.NakWithDelay(delay)
+		settle(m, "", delay)
 		return
 	}
-	if err := m.DoubleAck(cctx); err != nil {
-		l.log.Warn().Err(err).Uint64("stream_seq", adv.StreamSeq).Msg("advisory ack failed; it will be redelivered (capture is idempotent)")
-	}
+	// An ack that fails leaves the advisory to be redelivered: capture is
+	// idempotent. The transport logs it.
+	settle(m, "", 0)
 }
 
 // Capture reads the message adv names, stores its quarantine record
@@ -386,19 +423,4 @@ func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
 		return nil
 	}
 	return err
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

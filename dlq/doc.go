@@ -31,6 +31,6 @@
 //     headers, idempotent, rate-limited) and purges records.
 //
 // Errors are the sentinels of errors.go (ErrNotFound, ErrStreamMissing, …),
-// wrapped with the stream or sequence they concern. AdvisoryListener has
-// the Start(ctx)/Stop() lifecycle of personaq's background loops.
+// wrapped with the stream or sequence they concern. AdvisoryListener runs
+// its loops on consumers/loop, the lifecycle of personaq's background loops.
 package dlq

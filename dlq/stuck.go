@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/loop"
 )
 
 // SweepResult is what one max-deliveries sweep found and did.
@@ -61,7 +63,7 @@ func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 	if len(found) == 0 {
 		return res, nil
 	}
-	if !sleepCtx(ctx, l.cfg.SweepGrace) {
+	if !loop.Sleep(ctx, l.cfg.SweepGrace) {
 		return res, ctx.Err()
 	}
 	var errs []error
@@ -141,7 +143,7 @@ func (l *AdvisoryListener) sweepLoop(ctx context.Context) {
 		case len(res.Captured) > 0 || len(res.Skipped) > 0:
 			l.log.Info().Int("captured", len(res.Captured)).Strs("skipped", res.Skipped).Msg("max-deliveries sweep")
 		}
-		if l.cfg.SweepInterval < 0 || !sleepCtx(ctx, l.cfg.SweepInterval) {
+		if l.cfg.SweepInterval < 0 || !loop.Sleep(ctx, l.cfg.SweepInterval) {
 			return
 		}
 	}

@@ -45,7 +45,7 @@ func keyTTL(coolDown time.Duration) int64 { return (coolDown + circuitKeyTTL).Mi
 func (c *Circuits) Open(ctx context.Context, persona string, coolDown time.Duration, failures int) (opened bool, st Status, err error) {
 	v, err := openScript.Run(ctx, c.client, c.key(persona), coolDown.Milliseconds(), failures, keyTTL(coolDown)).Slice()
 	if err != nil {
-		return false, Status{}, fmt.Errorf("%w: open circuit %s: %w", ErrUnavailable, persona, err)
+		return false, Status{}, redisErrors.Wrap(c.client, "open circuit "+persona, err)
 	}
 	st = Status{State: parseState(str(v[1])), Until: c.now().Add(ms(v[2])), Failures: int(num(v[3]))}
 	return num(v[0]) == 1, st, nil
@@ -57,7 +57,7 @@ func (c *Circuits) Open(ctx context.Context, persona string, coolDown time.Durat
 func (c *Circuits) Probe(ctx context.Context, persona, self string, claim, coolDown time.Duration) (granted bool, st Status, err error) {
 	v, err := probeScript.Run(ctx, c.client, c.key(persona), self, claim.Milliseconds(), keyTTL(coolDown)).Slice()
 	if err != nil {
-		return false, Status{}, fmt.Errorf("%w: probe circuit %s: %w", ErrUnavailable, persona, err)
+		return false, Status{}, redisErrors.Wrap(c.client, "probe circuit "+persona, err)
 	}
 	now := c.now()
 	st = Status{State: parseState(str(v[0])), Until: now.Add(ms(v[1])), Failures: int(num(v[2]))}
@@ -73,7 +73,7 @@ func (c *Circuits) Probe(ctx context.Context, persona, self string, claim, coolD
 func (c *Circuits) Close(ctx context.Context, persona, self string) (bool, error) {
 	n, err := closeScript.Run(ctx, c.client, c.key(persona), self).Int64()
 	if err != nil {
-		return false, fmt.Errorf("%w: close circuit %s: %w", ErrUnavailable, persona, err)
+		return false, redisErrors.Wrap(c.client, "close circuit "+persona, err)
 	}
 	return n == 1, nil
 }
@@ -83,7 +83,7 @@ func (c *Circuits) Close(ctx context.Context, persona, self string) (bool, error
 func (c *Circuits) Reopen(ctx context.Context, persona, self string, coolDown time.Duration) (bool, Status, error) {
 	v, err := reopenScript.Run(ctx, c.client, c.key(persona), self, coolDown.Milliseconds(), keyTTL(coolDown)).Slice()
 	if err != nil {
-		return false, Status{}, fmt.Errorf("%w: reopen circuit %s: %w", ErrUnavailable, persona, err)
+		return false, Status{}, redisErrors.Wrap(c.client, "reopen circuit "+persona, err)
 	}
 	if num(v[0]) != 1 {
 		return false, Status{}, nil
@@ -95,7 +95,7 @@ func (c *Circuits) Reopen(ctx context.Context, persona, self string, coolDown ti
 func (c *Circuits) Status(ctx context.Context, persona string) (Status, error) {
 	v, err := statusScript.Run(ctx, c.client, c.key(persona)).Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("%w: circuit %s: %w", ErrUnavailable, persona, err)
+		return Status{}, redisErrors.Wrap(c.client, "circuit "+persona, err)
 	}
 	now := c.now()
 	st := Status{State: parseState(str(v[0])), Failures: int(num(v[2])), Prober: str(v[3])}

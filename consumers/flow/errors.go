@@ -2,7 +2,9 @@ package flow
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -16,7 +18,13 @@ var (
 	// configured with.
 	ErrUnknownLimiter = errors.New("flow: unknown limiter")
 
-	// ErrUnavailable wraps every failed Redis call: the caller does not pull
-	// (a limiter that cannot be asked admits nothing).
-	ErrUnavailable = errors.New("flow: redis unavailable")
+	// ErrUnavailable is wrapped when Redis could not be reached or serve
+	// the call (rdb's one classification; it wraps rdb.ErrUnavailable, as
+	// ledger.ErrUnavailable does). Any failed call leaves the caller not
+	// pulling: a limiter that cannot be asked admits nothing.
+	ErrUnavailable = fmt.Errorf("flow: %w", rdb.ErrUnavailable)
 )
+
+// redisErrors are the sentinels rdb translates the flow stores' Redis
+// errors into.
+var redisErrors = rdb.Errors{Store: "flow", Unavailable: ErrUnavailable}

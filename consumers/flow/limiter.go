@@ -101,7 +101,7 @@ func (l *Limiter) Acquire(ctx context.Context, name string, n int) (Grant, error
 	res, err := acquireScript.Run(ctx, l.client, keys, max(n, 1), micros(lim.requestInterval()), lim.Burst,
 		micros(lim.tokenInterval()), lim.EstimatedTokens, lim.TokenBurst).Int64Slice()
 	if err != nil {
-		return Grant{}, fmt.Errorf("%w: acquire %s: %w", ErrUnavailable, name, err)
+		return Grant{}, redisErrors.Wrap(l.client, "acquire "+name, err)
 	}
 	return Grant{N: int(res[0]), Wait: time.Duration(res[1]) * time.Microsecond, CoolingDown: res[2] == 1}, nil
 }
@@ -131,7 +131,7 @@ func (l *Limiter) Settle(ctx context.Context, name string, reserved, actual int)
 func (l *Limiter) adjust(ctx context.Context, name string, reqMicros, tokMicros float64) error {
 	keys := []string{requestsKey(l.prefix, name), tokensKey(l.prefix, name)}
 	if err := adjustScript.Run(ctx, l.client, keys, micros(reqMicros), micros(tokMicros)).Err(); err != nil {
-		return fmt.Errorf("%w: adjust %s: %w", ErrUnavailable, name, err)
+		return redisErrors.Wrap(l.client, "adjust "+name, err)
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func (l *Limiter) CoolDown(ctx context.Context, name string, d time.Duration) (C
 	}
 	res, err := coolScript.Run(ctx, l.client, []string{coolKey(l.prefix, name)}, d.Microseconds()).Int64Slice()
 	if err != nil {
-		return CoolDown{}, fmt.Errorf("%w: cool down %s: %w", ErrUnavailable, name, err)
+		return CoolDown{}, redisErrors.Wrap(l.client, "cool down "+name, err)
 	}
 	return CoolDown{Started: res[0] == 1, Remaining: time.Duration(res[1]) * time.Microsecond}, nil
 }
@@ -168,7 +168,7 @@ func (l *Limiter) Cooling(ctx context.Context, name string) (time.Duration, erro
 	}
 	us, err := peekScript.Run(ctx, l.client, []string{coolKey(l.prefix, name)}).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("%w: cooling %s: %w", ErrUnavailable, name, err)
+		return 0, redisErrors.Wrap(l.client, "cooling "+name, err)
 	}
 	return time.Duration(us) * time.Microsecond, nil
 }

@@ -46,7 +46,9 @@
 // # Errors
 //
 // Every error that means Redis could not serve the call matches
-// ErrUnavailable with errors.Is; undecodable stored data matches ErrCorrupt.
+// ErrUnavailable with errors.Is (and rdb.ErrUnavailable, as the flow
+// stores' do: package rdb classifies every Redis error of both once);
+// undecodable stored data matches ErrCorrupt.
 // Callers never need go-redis types. The package does not log: the runtime
 // logs its decisions.
 package ledger

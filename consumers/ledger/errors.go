@@ -1,13 +1,10 @@
 package ledger
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -19,7 +16,8 @@ var (
 	// TRYAGAIN, NOREPLICAS, BUSY and "max number of clients". The runtime
 	// releases the message without counting an attempt and reports itself
 	// not ready.
-	ErrUnavailable = errors.New("ledger: redis unavailable")
+	// It wraps rdb.ErrUnavailable, as flow.ErrUnavailable does.
+	ErrUnavailable = fmt.Errorf("ledger: %w", rdb.ErrUnavailable)
 
 	// ErrCorrupt means data stored under the ledger's keys could not be
 	// decoded (an unknown class, malformed JSON, a key of the wrong type).
@@ -39,56 +37,12 @@ var (
 	ErrInvalidArgument = errors.New("ledger: invalid argument")
 )
 
-// transientReplies are server error prefixes that mean "not now" rather
-// than "this call is wrong".
-var transientReplies = []string{
-	"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ",
-	"NOREPLICAS ", "BUSY ", "ERR max number of clients",
-}
+// redisErrors are the sentinels rdb translates the ledger's Redis errors
+// into.
+var redisErrors = rdb.Errors{Store: "ledger", Unavailable: ErrUnavailable, WrongType: ErrCorrupt}
 
 // wrap translates an error of one Redis call into the package's errors,
-// naming the operation. It keeps the original in the chain for messages.
-// wrap translates err for the caller. When a Cluster client could not
-// reach a node it also asks go-redis to reload the slot map: go-redis
-// otherwise keeps sending a dead master's slots to it until its periodic
-// reload (60s by default), long after a replica took over.
+// naming the operation (rdb.Errors.Wrap).
 func (l *Ledger) wrap(op string, err error) error {
-	err = wrap(op, err)
-	if cc, ok := l.cfg.Client.(*redis.ClusterClient); ok && errors.Is(err, ErrUnavailable) {
-		cc.ReloadState(context.Background())
-	}
-	return err
-}
-
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		// The caller gave up (shutdown): not a statement about Redis.
-		return fmt.Errorf("ledger: %s: %w", op, err)
-	case unavailable(err):
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-	case strings.Contains(err.Error(), "WRONGTYPE "):
-		// A ledger key holds another type; inside a script the reply reads
-		// "ERR Error running script …: WRONGTYPE …" on some servers.
-		return fmt.Errorf("%w: %s: %w", ErrCorrupt, op, err)
-	}
-	return fmt.Errorf("ledger: %s: %w", op, err)
-}
-
-func unavailable(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		// Not a server reply: network, timeout, closed client, pool, EOF.
-		return true
-	}
-	msg := rerr.Error()
-	for _, p := range transientReplies {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
+	return redisErrors.Wrap(l.cfg.Client, op, err)
 }

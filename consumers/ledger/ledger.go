@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -385,16 +386,13 @@ func (l *Ledger) Renew(ctx context.Context, leases []Lease, ttl time.Duration) [
 		return errs
 	}
 	ms := max(ttl, time.Millisecond).Milliseconds()
-	cmds := l.renewPipeline(ctx, leases, ms)
-	if noScript(cmds) {
-		// A pipeline cannot fall back from EVALSHA to EVAL per command: load
-		// the script (a new or restarted server has none) and send again.
-		if err := renewScript.Load(ctx, l.cfg.Client).Err(); err == nil {
-			cmds = l.renewPipeline(ctx, leases, ms)
-		}
+	calls := make([]*rdb.Call, len(leases))
+	for i, ls := range leases {
+		calls[i] = &rdb.Call{Script: renewScript, Keys: []string{leaseKey(l.cfg.Prefix, ls.Key)}, Args: []any{ls.value(), ms}}
 	}
-	for i, c := range cmds {
-		n, err := c.Int64()
+	rdb.Pipeline(ctx, l.cfg.Client, calls)
+	for i, c := range calls {
+		n, err := c.Cmd.Int64()
 		switch {
 		case err != nil:
 			errs[i] = l.wrap("renew lease of "+leases[i].Key.String(), err)
@@ -403,26 +401,6 @@ func (l *Ledger) Renew(ctx context.Context, leases []Lease, ttl time.Duration) [
 		}
 	}
 	return errs
-}
-
-func (l *Ledger) renewPipeline(ctx context.Context, leases []Lease, ttlMS int64) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(leases))
-	_, _ = l.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, ls := range leases {
-			cmds[i] = renewScript.EvalSha(ctx, p, []string{leaseKey(l.cfg.Prefix, ls.Key)}, ls.value(), ttlMS)
-		}
-		return nil
-	})
-	return cmds
-}
-
-func noScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return true
-		}
-	}
-	return false
 }
 
 // Epoch returns when the ledger's data set began: the first call creates a

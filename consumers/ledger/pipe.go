@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/personaq/personaq/consumers/rdb"
 )
 
 // pipe sends the script calls of concurrent callers to Redis together, as
@@ -40,13 +42,10 @@ func newPipe(c redis.UniversalClient) *pipe {
 
 // call is one script call in a pipe.
 type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
+	rdb.Call
 	// deadline is the caller's, or zero.
 	deadline time.Time
 
-	cmd *redis.Cmd
 	// wake gets true when the call was sent (cmd holds its reply), false
 	// when its caller is to send the queue.
 	wake chan bool
@@ -64,14 +63,14 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 	if p.direct {
 		return script.Run(ctx, p.client, keys, args...)
 	}
-	c := &call{script: script, keys: keys, args: args, wake: make(chan bool, 1)}
+	c := &call{Call: rdb.Call{Script: script, Keys: keys, Args: args}, wake: make(chan bool, 1)}
 	c.deadline, _ = ctx.Deadline()
 	p.mu.Lock()
 	if !p.busy {
 		p.busy = true
 		p.mu.Unlock()
 		p.lead(ctx, []*call{c})
-		return c.cmd
+		return c.Cmd
 	}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
@@ -80,7 +79,7 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 		if !sent {
 			p.lead(ctx, nil)
 		}
-		return c.cmd
+		return c.Cmd
 	case <-ctx.Done():
 	}
 	// Given up: leave the queue if still in it. A call already taken into a
@@ -100,7 +99,7 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 	if sent := <-c.wake; !sent {
 		p.lead(ctx, nil)
 	}
-	return c.cmd
+	return c.Cmd
 }
 
 // lead sends batch plus what is queued (up to maxBatch), then hands the
@@ -129,11 +128,15 @@ func (p *pipe) lead(ctx context.Context, batch []*call) {
 	}
 }
 
-// send runs batch's calls, one pipeline when there are several.
+// send runs batch's calls (rdb.Pipeline: one pipeline when there are
+// several, NOSCRIPT answered with EVAL).
 func (p *pipe) send(ctx context.Context, batch []*call) {
+	calls := make([]*rdb.Call, len(batch))
+	for i, c := range batch {
+		calls[i] = &c.Call
+	}
 	if len(batch) == 1 {
-		c := batch[0]
-		c.cmd = c.script.Run(ctx, p.client, c.keys, c.args...)
+		rdb.Pipeline(ctx, p.client, calls)
 		return
 	}
 	// The batch runs for every caller in it: the sender's cancellation
@@ -154,33 +157,5 @@ func (p *pipe) send(ctx context.Context, batch []*call) {
 		bctx, cancel = context.WithDeadline(bctx, latest)
 		defer cancel()
 	}
-	p.pipeline(bctx, batch)
-	// A server without a script (new, restarted, flushed by SCRIPT FLUSH)
-	// answers NOSCRIPT; such a call did not run: send it again with its
-	// body (EVAL also caches it). Not SCRIPT LOAD then EVALSHA: a server
-	// still loading its data after a restart refuses the load, and the
-	// second EVALSHA failed the same way (seen after a Redis outage).
-	var again []*call
-	for _, c := range batch {
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		_, _ = p.client.Pipelined(bctx, func(pl redis.Pipeliner) error {
-			for _, c := range again {
-				c.cmd = c.script.Eval(bctx, pl, c.keys, c.args...)
-			}
-			return nil
-		})
-	}
-}
-
-func (p *pipe) pipeline(ctx context.Context, batch []*call) {
-	_, _ = p.client.Pipelined(ctx, func(pl redis.Pipeliner) error {
-		for _, c := range batch {
-			c.cmd = c.script.EvalSha(ctx, pl, c.keys, c.args...)
-		}
-		return nil
-	})
+	rdb.Pipeline(bctx, p.client, calls)
 }

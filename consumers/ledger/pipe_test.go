@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers/rdb"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -128,13 +129,13 @@ func TestPipeSendReloadsScriptsInABatch(t *testing.T) {
 	require.NoError(t, c.ScriptFlush(t.Context()).Err())
 	soon := time.Now().Add(time.Minute)
 	batch := []*call{
-		{script: echoScript, keys: []string{"calls"}, args: []any{"a"}, deadline: soon},
-		{script: echoScript, keys: []string{"calls"}, args: []any{"b"}},
-		{script: echoScript, keys: []string{"calls"}, args: []any{"c"}, deadline: soon.Add(time.Second)},
+		{Call: rdb.Call{Script: echoScript, Keys: []string{"calls"}, Args: []any{"a"}}, deadline: soon},
+		{Call: rdb.Call{Script: echoScript, Keys: []string{"calls"}, Args: []any{"b"}}},
+		{Call: rdb.Call{Script: echoScript, Keys: []string{"calls"}, Args: []any{"c"}}, deadline: soon.Add(time.Second)},
 	}
 	p.send(t.Context(), batch)
 	for i, want := range []string{"a", "b", "c"} {
-		got, err := batch[i].cmd.Text()
+		got, err := batch[i].Cmd.Text()
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}

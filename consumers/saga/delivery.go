@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -23,7 +24,7 @@ const settleTimeout = 5 * time.Second
 
 // handle is one delivery of a compensation request: at most one attempt,
 // and exactly one settle of the message.
-func (q *queue) handle(ctx context.Context, m jetstream.Msg) outcome {
+func (q *queue) handle(ctx context.Context, m *delivery) outcome {
 	var seq, delivered uint64
 	if md, err := m.Metadata(); err == nil {
 		seq, delivered = md.Sequence.Stream, md.NumDelivered
@@ -39,13 +40,13 @@ func (q *queue) handle(ctx context.Context, m jetstream.Msg) outcome {
 	switch onArrival(sg, req, m.Headers().Get(schemas.HeaderReplayOf) != "") {
 	case arriveSettle:
 		q.r.log.Info().Str("saga_id", sg.ID).Str("state", string(sg.State)).Msg("compensation request for a terminal saga settled without running")
-		_ = m.DoubleAck(ctx)
+		_ = m.ack(ctx)
 		return outcome{}
 	case arriveFinish:
 		if err := q.writeRecord(ctx, sg); err != nil {
 			return q.later(m, sg.ID, err)
 		}
-		_ = m.DoubleAck(ctx)
+		_ = m.ack(ctx)
 		return outcome{}
 	case arriveReject:
 		return q.reject(ctx, m, seq, fmt.Sprintf("saga %s already has a pending compensation %s %s; a saga carries one compensation, so %s %s was not taken in",
@@ -60,7 +61,7 @@ func (q *queue) handle(ctx context.Context, m jetstream.Msg) outcome {
 
 // load reads the saga of req, recording it RUNNING when it is unknown (a
 // request published without Publish).
-func (q *queue) load(ctx context.Context, m jetstream.Msg, req *schemas.CompensationRequest, seq uint64) (*Saga, error) {
+func (q *queue) load(ctx context.Context, m *delivery, req *schemas.CompensationRequest, seq uint64) (*Saga, error) {
 	sg, err := get(ctx, q.kv, req.SagaID)
 	if !errors.Is(err, ErrNotFound) {
 		return sg, err
@@ -74,7 +75,7 @@ func (q *queue) load(ctx context.Context, m jetstream.Msg, req *schemas.Compensa
 
 // reopen puts a QUARANTINED saga back to RUNNING for an operator's replay:
 // a fresh start with the replayed request.
-func (q *queue) reopen(ctx context.Context, cur *Saga, m jetstream.Msg, req *schemas.CompensationRequest, seq uint64) (*Saga, error) {
+func (q *queue) reopen(ctx context.Context, cur *Saga, m *delivery, req *schemas.CompensationRequest, seq uint64) (*Saga, error) {
 	next := newSaga(req, m.Data(), m.Headers(), q.r.topo.Stream, seq, q.r.now())
 	next.Reopened, next.CreatedAt = cur.Reopened+1, cur.CreatedAt
 	if err := update(ctx, q.kv, cur, next); err != nil {
@@ -85,7 +86,7 @@ func (q *queue) reopen(ctx context.Context, cur *Saga, m jetstream.Msg, req *sch
 }
 
 // attempt runs the saga's compensation once and settles the delivery.
-func (q *queue) attempt(ctx context.Context, m jetstream.Msg, sg *Saga, delivered uint64) outcome {
+func (q *queue) attempt(ctx context.Context, m *delivery, sg *Saga, delivered uint64) outcome {
 	pol := q.r.policy(sg.Kind)
 	n := attemptNumber(sg, delivered)
 	h := q.r.cfg.Handlers[sg.Kind]
@@ -112,7 +113,7 @@ func (q *queue) attempt(ctx context.Context, m jetstream.Msg, sg *Saga, delivere
 
 // failed classifies a failed attempt a (its error err) and lets the retry
 // policy decide on the saga's history: a retry, a snooze or the end.
-func (q *queue) failed(ctx context.Context, m jetstream.Msg, sg *Saga, pol retry.Policy, a retry.Attempt, err error) outcome {
+func (q *queue) failed(ctx context.Context, m *delivery, sg *Saga, pol retry.Policy, a retry.Attempt, err error) outcome {
 	c := handlers.Classify(err)
 	a.Class, a.ErrorTypes, a.RetryAfter, a.Feedback = c.Class, c.TypeNames, c.RetryAfter, c.Feedback
 	d := decide(pol, sg, a)
@@ -129,25 +130,14 @@ func (q *queue) failed(ctx context.Context, m jetstream.Msg, sg *Saga, pol retry
 
 // call runs h under the attempt's timeout, telling the broker the request
 // is in progress every third of AckWait so a long compensation keeps it.
-func (q *queue) call(ctx context.Context, m jetstream.Msg, h Func, req *schemas.CompensationRequest, timeout time.Duration) error {
+func (q *queue) call(ctx context.Context, m *delivery, h Func, req *schemas.CompensationRequest, timeout time.Duration) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan struct{})
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		t := time.NewTicker(q.beat)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	defer func() { close(done); <-beat }()
+	if m.wm == nil { // the transport's subscriber heartbeats its own deliveries
+		var beat loop.Group // beats until h returns, even past its timeout or a shutdown
+		beat.Start(context.WithoutCancel(ctx), func(ctx context.Context) { loop.Every(ctx, q.beat, func() { _ = m.raw.InProgress() }) })
+		defer beat.Stop()
+	}
 	return safeCall(actx, h, req)
 }
 
@@ -161,27 +151,27 @@ func safeCall(ctx context.Context, h Func, req *schemas.CompensationRequest) (er
 	return h(ctx, req)
 }
 
-func (q *queue) compensated(ctx context.Context, m jetstream.Msg, sg *Saga, n int) outcome {
+func (q *queue) compensated(ctx context.Context, m *delivery, sg *Saga, n int) outcome {
 	next := *sg
 	next.State, next.TerminalReason, next.Attempts, next.UpdatedAt = Compensated, "", n, q.r.now().UTC()
 	if err := update(ctx, q.kv, sg, &next); err != nil {
 		return q.later(m, sg.ID, err)
 	}
-	_ = m.DoubleAck(ctx)
+	_ = m.ack(ctx)
 	q.r.log.Info().Str("saga_id", sg.ID).Str("kind", string(sg.Kind)).Str("target", sg.Target).Int("attempts", n).Msg("saga compensated")
 	return outcome{compensated: sg.ID}
 }
 
 // retry records the failed attempt and hands the request back to come
 // again after the policy's delay.
-func (q *queue) retry(ctx context.Context, m jetstream.Msg, sg *Saga, a retry.Attempt, d retry.Decision) outcome {
+func (q *queue) retry(ctx context.Context, m *delivery, sg *Saga, a retry.Attempt, d retry.Decision) outcome {
 	next := *sg
 	next.Attempts, next.UpdatedAt = a.Number, q.r.now().UTC()
 	next.Errors = append(slices.Clone(sg.Errors), a.Record())
 	if err := update(ctx, q.kv, sg, &next); err != nil {
 		return q.later(m, sg.ID, err)
 	}
-	if err := m.NakWithDelay(d.Delay); err != nil {
+	if err := m.nak(d.Delay); err != nil {
 		q.r.log.Warn().Err(err).Str("saga_id", sg.ID).Msg("retry not scheduled; the request comes back after AckWait")
 	}
 	ev := q.r.log.Info()
@@ -195,7 +185,7 @@ func (q *queue) retry(ctx context.Context, m jetstream.Msg, sg *Saga, a retry.At
 
 // quarantine ends the saga QUARANTINED (with the failed attempt rec, if it
 // ran), writes its compensation_failed record, then settles the request.
-func (q *queue) quarantine(ctx context.Context, m jetstream.Msg, sg *Saga, cause error, attempts int, rec *schemas.AttemptRecord) outcome {
+func (q *queue) quarantine(ctx context.Context, m *delivery, sg *Saga, cause error, attempts int, rec *schemas.AttemptRecord) outcome {
 	next := *sg
 	next.State, next.Attempts, next.QuarantineSeq, next.UpdatedAt = Quarantined, attempts, 0, q.r.now().UTC()
 	next.TerminalReason = terminalReason(sg, cause, attempts)
@@ -212,7 +202,7 @@ func (q *queue) quarantine(ctx context.Context, m jetstream.Msg, sg *Saga, cause
 		q.later(m, sg.ID, err)
 		return outcome{failure: entry + fmt.Sprintf(" (quarantine record not written yet, retried on redelivery: %v)", err)}
 	}
-	if err := m.DoubleAck(ctx); err != nil {
+	if err := m.ack(ctx); err != nil {
 		q.r.log.Warn().Err(err).Str("saga_id", sg.ID).Msg("compensation request not settled; its redelivery is settled without running")
 	}
 	return outcome{failure: entry}
@@ -220,7 +210,7 @@ func (q *queue) quarantine(ctx context.Context, m jetstream.Msg, sg *Saga, cause
 
 // release hands the request back without counting an attempt (the saga
 // notes the delivery as released), after delay when one is given.
-func (q *queue) release(ctx context.Context, m jetstream.Msg, sg *Saga, msg string, delay ...time.Duration) {
+func (q *queue) release(ctx context.Context, m *delivery, sg *Saga, msg string, delay ...time.Duration) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	next := *sg
@@ -229,17 +219,17 @@ func (q *queue) release(ctx context.Context, m jetstream.Msg, sg *Saga, msg stri
 		q.r.log.Warn().Err(err).Str("saga_id", sg.ID).Msg("released delivery not noted; it counts as an attempt")
 	}
 	if len(delay) > 0 {
-		_ = m.NakWithDelay(delay[0])
+		_ = m.nak(delay[0])
 	} else {
-		_ = m.Nak()
+		_ = m.nak(0)
 	}
 	q.r.log.Info().Str("saga_id", sg.ID).Msg(msg)
 }
 
 // later hands the request back to come again after laterDelay: what this
 // delivery did was not recorded (a saga write failed or raced).
-func (q *queue) later(m jetstream.Msg, id string, err error) outcome {
+func (q *queue) later(m *delivery, id string, err error) outcome {
 	q.r.log.Warn().Err(err).Str("saga_id", id).Float64("backoffSeconds", laterDelay.Seconds()).Msg("saga state not recorded; the request comes back")
-	_ = m.NakWithDelay(laterDelay)
+	_ = m.nak(laterDelay)
 	return outcome{}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -14,7 +12,7 @@ import (
 // reject quarantines an invalid compensation message as invalid_message
 // (payload intact) and terms it; if the record cannot be written the
 // message comes back.
-func (q *queue) reject(ctx context.Context, m jetstream.Msg, seq uint64, detail string) outcome {
+func (q *queue) reject(ctx context.Context, m *delivery, seq uint64, detail string) outcome {
 	now := q.r.now().UTC()
 	stream := q.r.topo.Stream
 	rec := &schemas.QuarantineRecord{
@@ -31,7 +29,7 @@ func (q *queue) reject(ctx context.Context, m jetstream.Msg, seq uint64, detail 
 		q.later(m, rec.SagaID, err)
 		return outcome{failure: fmt.Sprintf("compensation message %s seq %d: invalid and not quarantined yet (retried on redelivery): %v", stream, seq, err)}
 	}
-	_ = m.Term()
+	_ = m.term("invalid compensation message; quarantined as invalid_message")
 	q.r.log.Warn().Str("stream", stream).Uint64("seq", seq).Uint64("quarantine_seq", qseq).Str("detail", detail).Msg("invalid compensation message quarantined")
 	return outcome{failure: fmt.Sprintf("compensation message %s seq %d: quarantined as invalid_message (quarantine seq %d): %s", stream, seq, qseq, detail)}
 }

@@ -2,14 +2,16 @@ package saga
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -90,9 +92,7 @@ type Runner struct {
 	log  zerolog.Logger
 	now  func() time.Time
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loops loop.Group
 }
 
 // NewRunner validates cfg and returns a Runner.
@@ -131,53 +131,65 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err := Provision(ctx, r.js, r.topo); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return nil
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	stopOnCtx := context.AfterFunc(ctx, cancel)
-	go func() {
-		defer close(r.done)
-		defer stopOnCtx()
-		r.consume(runCtx)
-	}()
+	r.loops.Start(ctx, r.consume)
 	return nil
 }
 
 // Stop ends the background loop and waits for it; a compensation it was
 // running is cut short and its request handed back without counting an
 // attempt. Stop is idempotent and safe before Start.
-func (r *Runner) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if done != nil {
-		cancel()
-		<-done
-	}
-}
+func (r *Runner) Stop() { r.loops.Stop() }
 
-// pollWait bounds one pull of the loops: how late they see ctx's end.
+// pollWait bounds one pull of a sweep: how late it sees ctx's end.
 const pollWait = time.Second
 
 // consume runs deliveries until ctx ends.
 func (r *Runner) consume(ctx context.Context) {
 	for ctx.Err() == nil {
-		q, err := r.open(ctx)
-		for err == nil && ctx.Err() == nil {
-			_, err = q.pull(ctx, pollWait, func(o outcome) {})
-		}
-		if err != nil && ctx.Err() == nil {
+		err := r.subscribe(ctx)
+		if ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("compensation runner: cannot consume; retrying in 5s")
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-			}
+			loop.Sleep(ctx, 5*time.Second)
 		}
 	}
+}
+
+// errSubscriptionEnded: the compensation subscription closed while the
+// runner still ran.
+var errSubscriptionEnded = errors.New("compensation subscription ended")
+
+// subscribe runs the requests the shared transport delivers, one at a
+// time, until ctx ends. Its subscriber heartbeats the request being run
+// and hands back, at ctx's end, one fetched and not yet run.
+func (r *Runner) subscribe(ctx context.Context) error {
+	q, err := r.open(ctx)
+	if err != nil {
+		return err
+	}
+	sub, err := transport.NewSubscriber(transport.Config{
+		JetStream: r.js, Stream: r.topo.Stream, Slots: 1, SettleInline: true, Logger: &r.log,
+		Consumer: func(string) string { return r.topo.Durable },
+		// A retry is the request's redelivery after the policy's delay:
+		// nothing is held in process.
+		HoldUnder: -1,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Close() }()
+	requests, err := sub.Subscribe(ctx, "compensations")
+	if err != nil {
+		return err
+	}
+	for wm := range requests {
+		d, ok := transport.DeliveryFrom(wm.Context())
+		if !ok { // not from a Subscriber: cannot happen
+			transport.NackWithDelay(wm, 0)
+			continue
+		}
+		q.handle(ctx, &delivery{raw: d.Msg, wm: wm})
+	}
+	return errSubscriptionEnded
 }
 
 // queue is an open compensation consumer and saga bucket.
@@ -214,7 +226,7 @@ func (q *queue) pull(ctx context.Context, wait time.Duration, note func(outcome)
 			_ = m.Nak()
 			continue
 		}
-		note(q.handle(ctx, m))
+		note(q.handle(ctx, &delivery{raw: m}))
 	}
 	if err := batch.Error(); err != nil && ctx.Err() == nil {
 		return n, fmt.Errorf("fetch compensations: %w", err)
