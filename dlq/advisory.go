@@ -238,7 +238,7 @@ func (l *AdvisoryListener) listen(ctx context.Context) {
 // fetched and not handled when ctx ends) until ctx ends.
 func (l *AdvisoryListener) consume(ctx context.Context) error {
 	sub, err := transport.NewSubscriber(transport.Config{
-		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, SettleInline: true, Logger: &l.log,
+		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, Logger: &l.log,
 		Consumer: func(string) string { return l.cfg.Durable },
 		// A failed capture waits CaptureRetry (5s and up) on the server,
 		// not held here: any replica may take it next.
@@ -262,13 +262,17 @@ func (l *AdvisoryListener) consume(ctx context.Context) error {
 // for good (term) or tried again after retry. It is the one place the
 // listener talks to the transport's settle API.
 func settle(m *message.Message, term string, retry time.Duration) {
+	d, ok := transport.DeliveryFrom(m.Context())
+	if !ok {
+		return
+	}
 	switch {
 	case term != "":
-		transport.AckWithTerm(m, term)
+		_ = d.Term(term)
 	case retry > 0:
-		transport.NackWithDelay(m, retry)
+		_ = d.RetryAfter(retry)
 	default:
-		transport.Ack(m)
+		_ = d.Ack()
 	}
 }
 

@@ -167,7 +167,7 @@ func (r *Runner) subscribe(ctx context.Context) error {
 		return err
 	}
 	sub, err := transport.NewSubscriber(transport.Config{
-		JetStream: r.js, Stream: r.topo.Stream, Slots: 1, SettleInline: true, Logger: &r.log,
+		JetStream: r.js, Stream: r.topo.Stream, Slots: 1, Logger: &r.log,
 		Consumer: func(string) string { return r.topo.Durable },
 		// A retry is the request's redelivery after the policy's delay:
 		// nothing is held in process.
@@ -184,7 +184,7 @@ func (r *Runner) subscribe(ctx context.Context) error {
 	for wm := range requests {
 		d, ok := transport.DeliveryFrom(wm.Context())
 		if !ok { // not from a Subscriber: cannot happen
-			transport.NackWithDelay(wm, 0)
+			wm.Nack()
 			continue
 		}
 		q.handle(ctx, &delivery{raw: d.Msg, wm: wm})

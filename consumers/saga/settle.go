@@ -3,6 +3,7 @@ package saga
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -36,17 +37,21 @@ var errNotSettled = errors.New("compensation request not settled")
 // settles go through the transport, a sweep's to the message itself.
 func (d *delivery) settle(ctx context.Context, term string, ack bool, retry time.Duration) error {
 	if d.wm != nil {
-		var ok bool
-		switch {
-		case term != "":
-			ok = transport.AckWithTerm(d.wm, term)
-		case ack:
-			ok = transport.Ack(d.wm)
-		default:
-			ok = transport.NackWithDelay(d.wm, retry)
-		}
+		td, ok := transport.DeliveryFrom(d.wm.Context())
 		if !ok {
 			return errNotSettled
+		}
+		var err error
+		switch {
+		case term != "":
+			err = td.Term(term)
+		case ack:
+			err = td.Ack()
+		default:
+			err = td.RetryAfter(retry)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errNotSettled, err)
 		}
 		return nil
 	}
