@@ -9,7 +9,7 @@ import (
 // MaxDeliveriesSubject is the subject of the MAX_DELIVERIES advisories of
 // every consumer of stream.
 func MaxDeliveriesSubject(stream string) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + ".*"
+	return schemas.MaxDeliveriesAdvisorySubject(stream)
 }
 
 // QuarantineSubjects returns the SubjectFunc of records under prefix

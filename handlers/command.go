@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
 )
 
 // Defaults for CommandConfig.
@@ -243,16 +244,16 @@ func (c *CommandInvoker) start(cmd *exec.Cmd, req *Request) (*supervision, error
 func attemptEnv(req *Request) []string {
 	m := req.Message
 	return []string{
-		"PERSONAQ_ATTEMPT=" + strconv.Itoa(req.Attempt),
-		"PERSONAQ_AGENT=" + req.Agent,
-		"PERSONAQ_ROLE=" + string(req.Role),
-		"PERSONAQ_TASK_ID=" + m.TaskID,
-		"PERSONAQ_STEP=" + m.Step,
-		"PERSONAQ_PERSONA=" + m.Persona,
-		"PERSONAQ_REQUEST_ID=" + m.RequestID,
-		"PERSONAQ_CORRELATION_ID=" + correlationID(m),
-		"PERSONAQ_IDEMPOTENCY_KEY=" + idempotencyKey(req),
-		"PERSONAQ_PROGRESS_INTERVAL_MS=" + strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10),
+		schemas.EnvAttempt + "=" + strconv.Itoa(req.Attempt),
+		schemas.EnvAgent + "=" + req.Agent,
+		schemas.EnvRole + "=" + string(req.Role),
+		schemas.EnvTaskID + "=" + m.TaskID,
+		schemas.EnvStep + "=" + m.Step,
+		schemas.EnvPersona + "=" + m.Persona,
+		schemas.EnvRequestID + "=" + m.RequestID,
+		schemas.EnvCorrelationID + "=" + correlationID(m),
+		schemas.EnvIdempotencyKey + "=" + idempotencyKey(req),
+		schemas.EnvProgressInterval + "=" + strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10),
 	}
 }
 

@@ -175,22 +175,22 @@ func (h *HTTPInvoker) newRequest(ctx context.Context, req *Request) (*http.Reque
 	}
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")
-	r.Header.Set("X-Correlation-ID", correlationID(req.Message))
+	r.Header.Set(schemas.PersonaHeaderCorrelationID, correlationID(req.Message))
 	// net/http also treats a request with Idempotency-Key as safe to resend
 	// on a dead keep-alive connection, which is what we want.
-	r.Header.Set("Idempotency-Key", idempotencyKey(req))
-	r.Header.Set("X-Personaq-Attempt", strconv.Itoa(req.Attempt))
-	r.Header.Set("X-Personaq-Agent", req.Agent)
+	r.Header.Set(schemas.PersonaHeaderIdempotencyKey, idempotencyKey(req))
+	r.Header.Set(schemas.PersonaHeaderAttempt, strconv.Itoa(req.Attempt))
+	r.Header.Set(schemas.PersonaHeaderAgent, req.Agent)
 	injectTrace(ctx, r.Header)
 	if req.LeaseDeadline != nil {
 		if d := req.LeaseDeadline(); !d.IsZero() {
 			// Past it another replica may run the request: a persona server
 			// can stop by itself.
-			r.Header.Set("X-Personaq-Lease-Deadline", d.UTC().Format(time.RFC3339Nano))
+			r.Header.Set(schemas.PersonaHeaderLeaseDeadline, d.UTC().Format(time.RFC3339Nano))
 		}
 	}
 	if req.ProgressInterval > 0 {
-		r.Header.Set("X-Personaq-Progress-Interval-Ms", strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
+		r.Header.Set(schemas.PersonaHeaderProgressInterval, strconv.FormatInt(req.ProgressInterval.Milliseconds(), 10))
 	}
 	return r, nil
 }

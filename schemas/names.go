@@ -6,7 +6,8 @@ import "strings"
 // every personaq process shares. A deployment may rename them
 // (consumers.Topology, saga.Topology); these are what it starts from.
 const (
-	// DefaultRequestsStream holds persona requests (work-queue retention).
+	// DefaultRequestsStream holds persona requests (limits retention,
+	// trimmed up to each persona consumer's ack floor).
 	DefaultRequestsStream = "PERSONAQ_REQUESTS"
 	// DefaultRequestsPrefix: requests for persona P go to <prefix>.P.
 	DefaultRequestsPrefix = "personaq.requests"
@@ -75,6 +76,34 @@ const (
 	HeaderPersona = "Personaq-Persona"
 	HeaderTask    = "Personaq-Task"
 )
+
+// The persona contract beside the envelope: the environment a command
+// persona runs with, and the headers an HTTP persona is called with.
+const (
+	EnvAttempt          = "PERSONAQ_ATTEMPT"
+	EnvAgent            = "PERSONAQ_AGENT"
+	EnvRole             = "PERSONAQ_ROLE"
+	EnvTaskID           = "PERSONAQ_TASK_ID"
+	EnvStep             = "PERSONAQ_STEP"
+	EnvPersona          = "PERSONAQ_PERSONA"
+	EnvRequestID        = "PERSONAQ_REQUEST_ID"
+	EnvCorrelationID    = "PERSONAQ_CORRELATION_ID"
+	EnvIdempotencyKey   = "PERSONAQ_IDEMPOTENCY_KEY"
+	EnvProgressInterval = "PERSONAQ_PROGRESS_INTERVAL_MS"
+
+	PersonaHeaderCorrelationID    = "X-Correlation-ID"
+	PersonaHeaderIdempotencyKey   = "Idempotency-Key"
+	PersonaHeaderAttempt          = "X-Personaq-Attempt"
+	PersonaHeaderAgent            = "X-Personaq-Agent"
+	PersonaHeaderLeaseDeadline    = "X-Personaq-Lease-Deadline"
+	PersonaHeaderProgressInterval = "X-Personaq-Progress-Interval-Ms"
+)
+
+// MaxDeliveriesAdvisorySubject is the subject of the MAX_DELIVERIES
+// advisories nats-server publishes for every consumer of stream.
+func MaxDeliveriesAdvisorySubject(stream string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + ".*"
+}
 
 // QuarantineSubject is where a record with reason for persona is stored
 // under prefix: <prefix>.<reason>.<persona>, "_" standing for an empty
