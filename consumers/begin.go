@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -184,15 +185,25 @@ func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) (endi
 }
 
 // settledByRecord settles st the way the request's terminal record says,
-// when it has one.
+// when it has one. A record that cannot be read because the cluster is
+// between stream leaders releases the delivery instead of running it: the
+// request may well have ended already.
 func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) (ending, bool) {
 	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	final, err := r.outcomes.Lookup(lctx, st.req.RequestID)
-	if err != nil {
-		if err != ErrNoOutcome {
-			st.log.Warn().Err(err).Msg("terminal record lookup failed; running the attempt")
-		}
+	var final *schemas.OutcomeEvent
+	err := patiently(lctx, func(ctx context.Context) (err error) {
+		final, err = r.outcomes.Lookup(ctx, st.req.RequestID)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNoOutcome):
+		return ending{}, false
+	case transient(err):
+		st.log.Warn().Err(err).Msg("terminal record not readable while the cluster fails over; released, not run")
+		return released(faultDelay), true
+	case err != nil:
+		st.log.Warn().Err(err).Msg("terminal record lookup failed; running the attempt")
 		return ending{}, false
 	}
 	st.log.Info().Str("outcome", string(final.Outcome)).Int("attempts", final.Attempts).

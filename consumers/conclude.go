@@ -17,17 +17,28 @@ const settleTimeout = 10 * time.Second
 // sets end.final to the record that stands: ours, or the one an earlier
 // delivery or another replica wrote first, which is never overwritten.
 // Its one caller is commit's storeTerminal (commit.go).
+//
+// Both writes are patient (recordPatience): across a cluster failover they
+// wait for the new stream leader instead of giving completed work back to
+// run again; the claim on the message and the attempt's lease are kept
+// meanwhile.
 func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcome, qseq uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), recordPatience)
 	defer cancel()
 	ev := r.outcomeEvent(st, *end, outcome, qseq)
 	if outcome == schemas.OutcomeSucceeded {
-		if err := r.outcomes.keepOutput(ctx, ev, end.output); err != nil {
+		err := patiently(ctx, func(ctx context.Context) error { return r.outcomes.keepOutput(ctx, ev, end.output) })
+		if err != nil {
 			st.log.Error().Err(err).Msg("persona output not stored; message will be redelivered")
 			return err
 		}
 	}
-	final, won, err := r.outcomes.create(ctx, ev)
+	var final *schemas.OutcomeEvent
+	var won bool
+	err := patiently(ctx, func(ctx context.Context) (err error) {
+		final, won, err = r.outcomes.create(ctx, ev)
+		return err
+	})
 	if err != nil {
 		st.log.Error().Err(err).Msg("terminal record not stored; message will be redelivered")
 		return err
