@@ -21,6 +21,7 @@ import (
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -204,7 +205,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.tracer = tracing.Tracer(cfg.TracerProvider)
 	r.quiet = ratelog.New(0)
 	r.dlq = r.newWriter()
-	r.outcomes = NewOutcomes(r.js, r.topo)
+	r.outcomes = newOutcomes(r.js, r.topo)
 	r.cancels = newCancelWatch(r.js, r.topo, r.log)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
@@ -281,7 +282,7 @@ func newPersonaRuntime(p Persona) *personaRuntime {
 	}
 	return &personaRuntime{name: p.Name, handler: p.Handler, policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
 		Persona: p.Name, AckWait: p.AckWait, MaxAckPending: p.Concurrency * p.MaxReplicas, MaxDeliver: p.MaxDeliver,
-		Metadata: personaInfoOf(p.Name, p.Policy).metadata(),
+		Metadata: wire.PersonaInfoOf(p.Name, p.Policy).Metadata(),
 	}}
 }
 

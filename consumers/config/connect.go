@@ -9,18 +9,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // Topology returns the stream and subject names for the runtime.
-func (f *File) Topology() consumers.Topology {
+func (f *File) Topology() wire.Topology {
 	t := f.TopologyConfig
 	storage := jetstream.FileStorage
 	if t.Storage == storageMemory {
 		storage = jetstream.MemoryStorage
 	}
-	return consumers.Topology{
+	return wire.Topology{
 		RequestsStream: t.RequestsStream, RequestsPrefix: t.RequestsPrefix,
 		QuarantineStream: t.QuarantineStream, QuarantinePrefix: t.QuarantinePrefix,
 		OutcomesStream: t.OutcomesStream, OutcomesPrefix: t.OutcomesPrefix,
@@ -28,7 +28,7 @@ func (f *File) Topology() consumers.Topology {
 		DuplicateWindow: t.DuplicateWindow.Std(), OutcomesMaxAge: t.OutcomesMaxAge.Std(),
 		OutputsBucket: t.OutputsBucket, InlineOutputMax: t.InlineOutputMax,
 		AttemptsStream: t.AttemptsStream, AttemptsPrefix: t.AttemptsPrefix, AttemptsMaxAge: t.AttemptsMaxAge.Std(),
-		Output: consumers.OutputTopology{
+		Output: wire.OutputTopology{
 			Stream: t.OutputStream, Prefix: t.OutputPrefix, MaxAge: t.OutputMaxAge.Std(),
 			MaxBytes: int64(t.OutputMaxBytes), AttemptMax: int64(t.OutputAttemptMax),
 		},

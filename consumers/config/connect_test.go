@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // tlsFiles writes a self-signed certificate and its key, usable both as a
@@ -256,17 +256,17 @@ func TestTopology(t *testing.T) {
 	t.Parallel()
 	t.Run("Defaults", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, consumers.Topology{}.WithDefaults(), mustParse(t, echoOnly, nil).Topology())
+		require.Equal(t, wire.Topology{}.WithDefaults(), mustParse(t, echoOnly, nil).Topology())
 	})
 	t.Run("Set", func(t *testing.T) {
 		t.Parallel()
 		f := mustParse(t, "topology: {requests_stream: R, requests_prefix: r, quarantine_stream: Q, quarantine_prefix: q, outcomes_stream: O, outcomes_prefix: o, replicas: 3, storage: memory, duplicate_window: 5m, outcomes_max_age: 1h, "+
 			"output_stream: L, output_prefix: l, output_max_age: 10m, output_max_bytes: 1048576, output_attempt_max: 4096}\n"+dedent(echoOnly), nil)
-		want := consumers.Topology{
+		want := wire.Topology{
 			RequestsStream: "R", RequestsPrefix: "r", QuarantineStream: "Q", QuarantinePrefix: "q",
 			OutcomesStream: "O", OutcomesPrefix: "o", Replicas: 3, Storage: jetstream.MemoryStorage,
 			DuplicateWindow: 5 * time.Minute, OutcomesMaxAge: time.Hour,
-			Output: consumers.OutputTopology{Stream: "L", Prefix: "l", MaxAge: 10 * time.Minute, MaxBytes: 1 << 20, AttemptMax: 4096},
+			Output: wire.OutputTopology{Stream: "L", Prefix: "l", MaxAge: 10 * time.Minute, MaxBytes: 1 << 20, AttemptMax: 4096},
 		}.WithDefaults()
 		got := f.Topology()
 		require.Equal(t, want, got)

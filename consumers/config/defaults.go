@@ -7,6 +7,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 )
 
@@ -22,7 +23,7 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orStr(&f.API.Listen, DefaultAPIListen)
 	orDur(&f.Redis.TTL, DefaultRedisTTL)
 
-	t, def := &f.TopologyConfig, consumers.Topology{}.WithDefaults()
+	t, def := &f.TopologyConfig, wire.Topology{}.WithDefaults()
 	orStr(&t.RequestsStream, def.RequestsStream)
 	orStr(&t.RequestsPrefix, def.RequestsPrefix)
 	orStr(&t.QuarantineStream, def.QuarantineStream)

@@ -9,7 +9,7 @@ import (
 )
 
 // Defaults Load applies. Topology defaults come from
-// consumers.Topology.WithDefaults and persona timeouts from the retry
+// wire.Topology.WithDefaults and persona timeouts from the retry
 // package (the step budget's).
 const (
 	DefaultNATSURL      = "nats://127.0.0.1:4222"
@@ -127,7 +127,7 @@ type SentinelConfig struct {
 	Addrs      []string `yaml:"addrs,omitempty"`
 }
 
-// TopologyConfig names streams and subjects (see consumers.Topology; every
+// TopologyConfig names streams and subjects (see wire.Topology; every
 // default comes from there).
 type TopologyConfig struct {
 	// Default: PERSONAQ_REQUESTS, subjects personaq.requests.<persona>.

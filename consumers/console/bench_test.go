@@ -14,6 +14,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/console"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -28,7 +29,7 @@ const benchRecords = 10_000
 func BenchmarkQuarantinePage(b *testing.B) {
 	n := testenv.StartNATS(b)
 	js := n.JetStream(b)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(b, consumers.Provision(context.Background(), js, topo, nil))
 	fillQuarantine(b, js, topo, benchRecords)
 	srv, err := console.New(console.Config{JetStream: js, Token: testToken})
@@ -58,7 +59,7 @@ var benchPersonas = []string{"planner", "context", "tester-qa", "lead-engineer"}
 
 // fillQuarantine stores n records shaped like the runtime's: a request
 // payload, three attempts of error history, the writer's headers.
-func fillQuarantine(b *testing.B, js jetstream.JetStream, topo consumers.Topology, n int) {
+func fillQuarantine(b *testing.B, js jetstream.JetStream, topo wire.Topology, n int) {
 	b.Helper()
 	reasons := []schemas.Reason{schemas.ReasonExhausted, schemas.ReasonTerminal, schemas.ReasonDeferred}
 	for i := range n {

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 )
 
@@ -24,8 +24,8 @@ type Ledger interface {
 type Config struct {
 	// JetStream client of the deployment. Required.
 	JetStream jetstream.JetStream
-	// Topology names the streams. Default: consumers.Topology defaults.
-	Topology consumers.Topology
+	// Topology names the streams. Default: wire.Topology defaults.
+	Topology wire.Topology
 	// Ledger is the attempt ledger for task timelines. Default: none (the
 	// task page then says how to configure one).
 	Ledger Ledger

@@ -18,6 +18,7 @@ import (
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/console"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -146,7 +147,7 @@ func (e *env) publish(persona, task string) string {
 	if persona == "plateau" {
 		req.Agents.Fallback, req.ProgressTotal = "agent-b", 9
 	}
-	_, err := consumers.PublishRequest(context.Background(), e.js, consumers.Topology{}, req)
+	_, err := wire.PublishRequest(context.Background(), e.js, wire.Topology{}, req)
 	require.NoError(e.t, err)
 	return req.RequestID
 }
@@ -168,7 +169,7 @@ func (e *env) settle(ids ...string) {
 // paused reports whether persona's consumer is paused on the server.
 func (e *env) paused(persona string) bool {
 	e.t.Helper()
-	c, err := e.js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable(persona))
+	c, err := e.js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable(persona))
 	require.NoError(e.t, err)
 	info, err := c.Info(context.Background())
 	require.NoError(e.t, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -18,7 +18,7 @@ import (
 // (the overview's charts) and keeps the newest events (the live page).
 type feed struct {
 	js     jetstream.JetStream
-	topo   consumers.Topology
+	topo   wire.Topology
 	window time.Duration
 	now    func() time.Time
 	log    zerolog.Logger
@@ -31,7 +31,7 @@ type feed struct {
 // ringSize is how many events the live page can show without a reload.
 const ringSize = 500
 
-func newFeed(js jetstream.JetStream, t consumers.Topology, window time.Duration, now func() time.Time, log zerolog.Logger) *feed {
+func newFeed(js jetstream.JetStream, t wire.Topology, window time.Duration, now func() time.Time, log zerolog.Logger) *feed {
 	return &feed{js: js, topo: t, window: window, now: now, log: log, ring: newRing(ringSize), counts: newCounts(window, now)}
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 func TestOverviewShowsPersonasChartsAndPauses(t *testing.T) {
@@ -82,7 +82,7 @@ func TestQuarantineFilterReplayAndWatchItSucceed(t *testing.T) {
 	require.NoError(t, chromedp.Do(live, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.outcome.ok[data-request=%q]`, newID)))))
 	require.Contains(t, text(t, live, fmt.Sprintf(`tr.outcome.ok[data-request=%q] td.what`, newID)), "succeeded")
 	screenshot(t, live, "live")
-	rec, err := consumers.NewOutcomes(e.js, consumers.Topology{}).Lookup(context.Background(), newID)
+	rec, err := wire.NewOutcomes(e.js, wire.Topology{}).Lookup(context.Background(), newID)
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", string(rec.Outcome))
 

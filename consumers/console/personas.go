@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // pauseForever is the date a pause without an end is given, as `persona
@@ -47,7 +47,7 @@ func (s *Server) listPersonas(ctx context.Context) ([]personaRow, error) {
 	rows := []personaRow{}
 	lister := st.ListConsumers(ctx)
 	for info := range lister.Info() {
-		if name, ok := strings.CutPrefix(info.Name, consumers.Durable("")); ok {
+		if name, ok := strings.CutPrefix(info.Name, wire.Durable("")); ok {
 			rows = append(rows, personaRow{Name: name, Pending: info.NumPending, InFlight: info.NumAckPending,
 				Redelivered: info.NumRedelivered, Paused: info.Paused, PausedText: pausedText(info, s.cfg.Now())})
 		}
@@ -55,7 +55,7 @@ func (s *Server) listPersonas(ctx context.Context) ([]personaRow, error) {
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("list consumers of %s: %w", s.topo.RequestsStream, err)
 	}
-	unserved, err := consumers.UnservedRequests(ctx, s.js, s.topo)
+	unserved, err := wire.UnservedRequests(ctx, s.js, s.topo)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 // which every replica shares.
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
 	name := r.PathValue("name")
-	durable := consumers.Durable(name)
+	durable := wire.Durable(name)
 	if _, err := s.js.Consumer(r.Context(), s.topo.RequestsStream, durable); err != nil {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("unknown persona %q: %w", name, err))
 		return

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -22,11 +22,11 @@ func TestReplayPreviewShowsTheDeadline(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	req := schemas.NewRequest("story-43", "review", "fixable")
-	_, err := consumers.PublishRequest(context.Background(), e.js, consumers.Topology{}, req,
-		consumers.WithDeadline(req.CreatedAt.Add(7*time.Minute+30*time.Second)))
+	_, err := wire.PublishRequest(context.Background(), e.js, wire.Topology{}, req,
+		wire.WithDeadline(req.CreatedAt.Add(7*time.Minute+30*time.Second)))
 	require.NoError(t, err)
 	e.settle(req.RequestID)
-	ev, err := consumers.NewOutcomes(e.js, consumers.Topology{}).Lookup(context.Background(), req.RequestID)
+	ev, err := wire.NewOutcomes(e.js, wire.Topology{}).Lookup(context.Background(), req.RequestID)
 	require.NoError(t, err)
 
 	form := url.Values{"kind": {"replay"}, "seq": {fmt.Sprint(ev.QuarantineSeq)}}

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 )
 
@@ -17,10 +17,10 @@ import (
 type Server struct {
 	cfg  Config
 	js   jetstream.JetStream
-	topo consumers.Topology
+	topo wire.Topology
 	log  zerolog.Logger
 	insp *dlq.Inspector
-	recs *consumers.Outcomes
+	recs *wire.Outcomes
 	tmpl templates
 	auth *auth
 	feed *feed
@@ -44,7 +44,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, js: cfg.JetStream, topo: cfg.Topology, recs: consumers.NewOutcomes(cfg.JetStream, cfg.Topology), log: cfg.Logger.With().Str("component", "console").Logger(),
+		cfg: cfg, js: cfg.JetStream, topo: cfg.Topology, recs: wire.NewOutcomes(cfg.JetStream, cfg.Topology), log: cfg.Logger.With().Str("component", "console").Logger(),
 		insp: insp, tmpl: tmpl, auth: &auth{token: cfg.Token, readOnly: cfg.ReadOnly},
 	}
 	s.feed = newFeed(cfg.JetStream, cfg.Topology, cfg.Window, cfg.Now, s.log)

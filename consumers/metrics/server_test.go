@@ -20,6 +20,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/metrics"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -213,7 +214,7 @@ func TestServerWithARealRuntime(t *testing.T) {
 func publish(t *testing.T, js jetstream.JetStream, persona, task string) {
 	t.Helper()
 	req := schemas.NewRequest(task, "main", persona)
-	_, err := consumers.PublishRequest(context.Background(), js, consumers.Topology{}, req)
+	_, err := wire.PublishRequest(context.Background(), js, wire.Topology{}, req)
 	require.NoError(t, err)
 }
 

@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"fmt"
@@ -85,8 +85,8 @@ func (t Topology) OutputFilter(requestID string) string {
 	return schemas.OutputFilter(t.Output.Prefix, RequestKey(requestID))
 }
 
-// outputStreamConfig is the live output stream (see OutputTopology).
-func outputStreamConfig(t Topology) jetstream.StreamConfig {
+// OutputStreamConfig is the live output stream (see OutputTopology).
+func OutputStreamConfig(t Topology) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name: t.Output.Stream, Subjects: []string{t.Output.Prefix + ".>"}, Replicas: t.Replicas,
 		Storage: jetstream.MemoryStorage, MaxAge: t.Output.MaxAge, MaxBytes: t.Output.MaxBytes,

@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type TaskRecords struct {
 // when the attempt ledger knows nothing of the task (expired, wiped, or
 // another ledger than the replicas write), not a hot path.
 func (s *Outcomes) ForTask(ctx context.Context, taskID string) (*TaskRecords, error) {
-	st, err := s.outcomes(ctx)
+	st, err := s.Stream(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"context"
@@ -36,12 +36,15 @@ const (
 	metaBackoffs    = "personaq.backoffs_ms"
 )
 
-func personaInfoOf(name string, p retry.Policy) PersonaInfo {
+// PersonaInfoOf is what a replica serving persona name with policy p
+// writes on its durable consumer (see Metadata).
+func PersonaInfoOf(name string, p retry.Policy) PersonaInfo {
 	b := retry.NewBudget(p)
 	return PersonaInfo{Name: name, Policy: p.Name, MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout, Backoffs: b.Backoffs}
 }
 
-func (p PersonaInfo) metadata() map[string]string {
+// Metadata is p as durable consumer metadata, which LookupPersona reads.
+func (p PersonaInfo) Metadata() map[string]string {
 	ms := make([]string, len(p.Backoffs))
 	for i, d := range p.Backoffs {
 		ms[i] = strconv.FormatInt(d.Milliseconds(), 10)

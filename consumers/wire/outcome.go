@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"bytes"
@@ -24,13 +24,10 @@ import (
 // within a duplicate window). The record is also the outcome event, so
 // there is exactly one event per request.
 
-// ErrNoOutcome: the request has no terminal record (yet, or any more: the
-// outcomes stream keeps them for Topology.OutcomesMaxAge).
-var ErrNoOutcome = errors.New("no terminal record")
-
-// Outcomes reads terminal records and the outputs they carry (and, inside
-// the runtime, writes them); the stream and bucket handles are looked up
-// once, since each lookup is a round trip. Safe for concurrent use.
+// Outcomes reads terminal records and the outputs they carry, and writes
+// them create-once (a cancel from a caller, every ending inside the
+// runtime); the stream and bucket handles are looked up once, since each
+// lookup is a round trip. Safe for concurrent use.
 type Outcomes struct {
 	js   jetstream.JetStream
 	topo Topology
@@ -38,9 +35,6 @@ type Outcomes struct {
 	mu      sync.Mutex
 	stream  jetstream.Stream
 	outputs jetstream.ObjectStore
-	// batch commits records of concurrent completions together (batch.go);
-	// nil: each record is written alone.
-	batch *recordBatcher
 }
 
 // NewOutcomes returns an Outcomes on t's outcomes stream and outputs bucket.
@@ -48,7 +42,8 @@ func NewOutcomes(js jetstream.JetStream, t Topology) *Outcomes {
 	return &Outcomes{js: js, topo: t.WithDefaults()}
 }
 
-func (s *Outcomes) outcomes(ctx context.Context) (jetstream.Stream, error) {
+// Stream is the outcomes stream, looked up once.
+func (s *Outcomes) Stream(ctx context.Context) (jetstream.Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stream == nil {
@@ -74,24 +69,27 @@ func (s *Outcomes) bucket(ctx context.Context) (jetstream.ObjectStore, error) {
 	return s.outputs, nil
 }
 
-// create stores ev as the request's terminal record unless one exists.
-// It returns the record that stands and whether it is ev.
-func (s *Outcomes) create(ctx context.Context, ev *schemas.OutcomeEvent) (*schemas.OutcomeEvent, bool, error) {
+// RecordWriter publishes a terminal record message whose create-once
+// expectation is on filter (the runtime commits records of concurrent
+// completions together as one batch).
+type RecordWriter func(ctx context.Context, msg *nats.Msg, filter string) error
+
+// Create stores ev as the request's terminal record unless one exists,
+// through write (nil: published alone, repeated while a cluster elects a
+// leader). It returns the record that stands and whether it is ev.
+func (s *Outcomes) Create(ctx context.Context, ev *schemas.OutcomeEvent, write RecordWriter) (*schemas.OutcomeEvent, bool, error) {
 	msg, filter, err := s.recordMsg(ev)
 	if err != nil {
 		return nil, false, err
 	}
-	if b := s.batcher(); b != nil {
-		err = b.write(ctx, msg, filter)
-	} else {
-		// Repeated while a cluster fails over, so completed work is
-		// recorded after the failover instead of released and run again.
-		_, err = s.js.PublishMsg(ctx, msg, leaderWait...)
+	if write == nil {
+		write = s.writeAlone
 	}
+	err = write(ctx, msg, filter)
 	if err == nil {
 		return ev, true, nil
 	}
-	if !isWrongLastSequence(err) {
+	if !IsWrongLastSequence(err) {
 		return nil, false, fmt.Errorf("store terminal record of %s: %w", ev.RequestID, err)
 	}
 	stored, err := s.Lookup(ctx, ev.RequestID)
@@ -118,13 +116,21 @@ func (s *Outcomes) recordMsg(ev *schemas.OutcomeEvent) (msg *nats.Msg, filter st
 	return msg, filter, nil
 }
 
+// writeAlone publishes msg by itself, repeated while a cluster fails over,
+// so completed work is recorded after the failover instead of released and
+// run again.
+func (s *Outcomes) writeAlone(ctx context.Context, msg *nats.Msg, _ string) error {
+	_, err := s.js.PublishMsg(ctx, msg, leaderWait...)
+	return err
+}
+
 // leaderWait are the options that repeat a terminal record write while a
 // cluster elects a leader; made once, since every write uses them.
 var leaderWait = streams.WaitForLeader(streams.LeaderWait)
 
-// isWrongLastSequence: the server refused a create-once write because a
+// IsWrongLastSequence: the server refused a create-once write because a
 // record exists (R1 and R>1 report it with different codes).
-func isWrongLastSequence(err error) bool {
+func IsWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return false
@@ -135,7 +141,7 @@ func isWrongLastSequence(err error) bool {
 
 // Lookup reads the terminal record of requestID; ErrNoOutcome if none.
 func (s *Outcomes) Lookup(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
-	st, err := s.outcomes(ctx)
+	st, err := s.Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -153,10 +159,10 @@ func (s *Outcomes) Lookup(ctx context.Context, requestID string) (*schemas.Outco
 	return ev, nil
 }
 
-// keepOutput puts out into ev: inline when small, otherwise in the outputs
+// KeepOutput puts out into ev: inline when small, otherwise in the outputs
 // bucket under a content-addressed name, so a losing writer's different
 // answer can never replace the one a record references.
-func (s *Outcomes) keepOutput(ctx context.Context, ev *schemas.OutcomeEvent, out []byte) error {
+func (s *Outcomes) KeepOutput(ctx context.Context, ev *schemas.OutcomeEvent, out []byte) error {
 	if len(out) == 0 {
 		return nil
 	}

@@ -1,4 +1,9 @@
-package tracing
+// Package telemetry sets up OpenTelemetry for the personaq binary: the
+// global propagator and a tracer provider from the standard OTEL_*
+// environment. It is here, beside the binary, so that the library
+// (consumers, consumers/client) needs the OpenTelemetry API only, not the
+// SDK, its exporters and gRPC.
+package telemetry
 
 import (
 	"context"

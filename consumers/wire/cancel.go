@@ -1,25 +1,14 @@
-package consumers
+package wire
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
-
-// ErrCancelled is the cause of a running attempt's context when its request
-// was cancelled: a Go handler sees context.Cause(ctx) == ErrCancelled. It is
-// also what the clients' cancelled errors match.
-var ErrCancelled = handlers.ErrCancelled
-
-// ErrAlreadyEnded: a cancel found the request already ended (its terminal
-// record is another one, returned beside the error).
-var ErrAlreadyEnded = errors.New("request already ended")
 
 // Cancellation asks for one request to stop.
 type Cancellation struct {
@@ -73,7 +62,7 @@ func Cancel(ctx context.Context, js jetstream.JetStream, t Topology, c Cancellat
 		return nil, fmt.Errorf("%w: cancel: request id and persona are required", ErrInvalidConfig)
 	}
 	t = t.WithDefaults()
-	rec, won, err := NewOutcomes(js, t).create(ctx, c.CancelledRecord(time.Now()))
+	rec, won, err := NewOutcomes(js, t).Create(ctx, c.CancelledRecord(time.Now()), nil)
 	if err != nil {
 		return nil, fmt.Errorf("cancel request %s: %w", c.RequestID, err)
 	}

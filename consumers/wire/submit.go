@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"context"
@@ -21,30 +21,6 @@ import (
 // record, then the stored request the duplicate PubAck points at) and
 // compared by digest: the same content is the same request (idempotent,
 // the first submission's deadline stands); other content is a conflict.
-
-// ErrConflict: the request id was already submitted with other content
-// (see schemas.RequestDigest). Errors matching it are *ConflictError.
-var ErrConflict = errors.New("request id already submitted with other content")
-
-// ConflictError is a refused submit: RequestID was already used for a
-// request whose content digest (StoredDigest) differs from this one's.
-// Queued, Record and Stored hold what was found of the first request, when
-// found (the queued event, the terminal record, the stored request).
-type ConflictError struct {
-	RequestID    string
-	Digest       string
-	StoredDigest string
-	Queued       *schemas.AttemptEvent
-	Record       *schemas.OutcomeEvent
-	Stored       *schemas.PersonaRequest
-}
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%s: request %s (stored digest %s, this one %s)", ErrConflict, e.RequestID, e.StoredDigest, e.Digest)
-}
-
-// Is matches ErrConflict.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Submission says what Submit did.
 type Submission struct {
@@ -231,12 +207,6 @@ func QueuedEvent(req *schemas.PersonaRequest, deadline time.Time, digest string)
 	}
 	return ev
 }
-
-// ErrNoAttemptEvent: no attempt event of that kind was found for the
-// request — for a queued event: never submitted through a submit path (a
-// raw NATS publisher), or forgotten (the attempts stream keeps events for
-// Topology.AttemptsMaxAge, in memory).
-var ErrNoAttemptEvent = errors.New("no attempt event")
 
 // Queued returns requestID's queued event, or an error matching
 // ErrNoAttemptEvent.

@@ -1,4 +1,4 @@
-package consumers
+package wire
 
 import (
 	"context"
@@ -10,9 +10,6 @@ import (
 
 	"github.com/personaq/personaq/schemas"
 )
-
-// ErrUnknownRequest: no open request and no terminal record has this id.
-var ErrUnknownRequest = errors.New("unknown request")
 
 // OpenRequest is a request still in the requests stream: queued, waiting
 // for a retry, or running.
