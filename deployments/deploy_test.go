@@ -29,7 +29,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers/wire"
 )
 

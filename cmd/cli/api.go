@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/cmd/api"
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers/wire"
 )
 

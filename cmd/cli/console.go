@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers/console"
+	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/consumers/ledger"
 )
 

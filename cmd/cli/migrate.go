@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/wire"
 )
 

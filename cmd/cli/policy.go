@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"

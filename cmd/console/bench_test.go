@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/console"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -25,7 +25,7 @@ const benchRecords = 10_000
 // BenchmarkQuarantinePage measures the server time of a quarantine page
 // (and the overview) over 10,000 records: handler time, no network.
 //
-//	go test -run='^$' -bench=QuarantinePage -benchtime=20x ./consumers/console/
+//	go test -run='^$' -bench=QuarantinePage -benchtime=20x ./cmd/console/
 func BenchmarkQuarantinePage(b *testing.B) {
 	n := testenv.StartNATS(b)
 	js := n.JetStream(b)

@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
-	"github.com/personaq/personaq/consumers/console"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"

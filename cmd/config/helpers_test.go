@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 )
 
 // envOf looks variables up in m.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 )
 
 func TestAPITokens(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/metrics"
+	"github.com/personaq/personaq/cmd/metrics"
 )
 
 // TestFlowMetrics pins the flow control series by name: dashboards and

@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/metrics"
+	"github.com/personaq/personaq/cmd/metrics"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )

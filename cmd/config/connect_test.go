@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers/wire"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/cmd/metrics"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/metrics"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 )

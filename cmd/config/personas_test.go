@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
