@@ -58,6 +58,14 @@ type Persona struct {
 	Circuit flow.Circuit
 }
 
+// Defaults of Persona and Config (the subscriber's where it applies them).
+const (
+	DefaultConcurrency  = transport.DefaultSlots
+	DefaultMaxReplicas  = 4
+	DefaultDrainTimeout = transport.DefaultDrainTimeout
+	DefaultFetchMaxWait = transport.DefaultFetchMaxWait
+)
+
 // Config configures a Runtime.
 type Config struct {
 	// JetStream client. Required.
@@ -271,10 +279,10 @@ func validatePersona(p Persona) error {
 
 func newPersonaRuntime(p Persona) *personaRuntime {
 	if p.Concurrency == 0 {
-		p.Concurrency = 16
+		p.Concurrency = DefaultConcurrency
 	}
 	if p.MaxReplicas == 0 {
-		p.MaxReplicas = 4
+		p.MaxReplicas = DefaultMaxReplicas
 	}
 	pol := p.Policy.WithDefaults()
 	if p.AckWait == 0 {
@@ -370,7 +378,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 	drain := r.cfg.DrainTimeout
 	if drain == 0 {
-		drain = 30 * time.Second
+		drain = DefaultDrainTimeout
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: drain + 10*time.Second}, watermill.NopLogger{})
 	if err != nil {

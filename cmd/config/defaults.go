@@ -7,6 +7,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 )
@@ -21,7 +22,7 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	}
 	orStr(&f.NATS.Name, DefaultNATSName)
 	orStr(&f.API.Listen, DefaultAPIListen)
-	orDur(&f.Redis.TTL, DefaultRedisTTL)
+	orDur(&f.Redis.TTL, ledger.DefaultTTL)
 
 	t, def := &f.TopologyConfig, wire.Topology{}.WithDefaults()
 	orStr(&t.RequestsStream, def.RequestsStream)
@@ -45,8 +46,8 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orInt(&t.OutputMaxBytes, int(def.Output.MaxBytes))
 	orInt(&t.OutputAttemptMax, int(def.Output.AttemptMax))
 
-	orDur(&f.Runtime.DrainTimeout, DefaultDrainTimeout)
-	orDur(&f.Runtime.FetchMaxWait, DefaultFetchMaxWait)
+	orDur(&f.Runtime.DrainTimeout, consumers.DefaultDrainTimeout)
+	orDur(&f.Runtime.FetchMaxWait, consumers.DefaultFetchMaxWait)
 	orDur(&f.Runtime.UnknownPersonaGrace, consumers.DefaultUnknownPersonaGrace)
 	if f.Runtime.AttemptEvents == nil {
 		on := true
@@ -54,9 +55,9 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	}
 
 	d := &f.Defaults
-	orStr(&d.Policy, DefaultPolicy)
-	orInt(&d.Concurrency, DefaultConcurrency)
-	orInt(&d.MaxReplicas, DefaultMaxReplicas)
+	orStr(&d.Policy, retry.PresetPersona)
+	orInt(&d.Concurrency, consumers.DefaultConcurrency)
+	orInt(&d.MaxReplicas, consumers.DefaultMaxReplicas)
 	orDur(&d.Timeout, retry.DefaultPersonaTimeout)
 	orDur(&d.CodingTimeout, retry.DefaultCodingTimeout)
 	orInt(&d.Circuit.Failures, flow.DefaultCircuitFailures)

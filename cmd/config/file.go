@@ -5,21 +5,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults Load applies. Topology defaults come from
-// wire.Topology.WithDefaults and persona timeouts from the retry
-// package (the step budget's).
+// Defaults Load applies that belong to the binary. Every other default is
+// the library's, defined once where it is used and referred to here (see
+// applyDefaults): topology names and bounds from wire.Topology.WithDefaults,
+// the runtime's and subscriber's from consumers and transport, the ledger
+// TTL from ledger, circuits from flow, persona timeouts and the default
+// preset from retry (the step budget's).
 const (
-	DefaultNATSURL      = "nats://127.0.0.1:4222"
-	DefaultNATSName     = "personaq"
-	DefaultRedisTTL     = 7 * 24 * time.Hour
-	DefaultDrainTimeout = 30 * time.Second
-	DefaultFetchMaxWait = time.Second
-	DefaultPolicy       = "persona"
-	DefaultConcurrency  = 16
-	DefaultMaxReplicas  = 4
+	DefaultNATSURL  = nats.DefaultURL
+	DefaultNATSName = "personaq"
 )
 
 // Invoker types.
