@@ -18,6 +18,12 @@
 #   WORK_MS [200]     how long the demo persona works on each echo attempt
 #   PARALLEL [8]      concurrent publishers
 #   KEEP [0]          1: leave the last cluster running
+#   KILL_NODE [none]  leader: SIGKILL the NATS node leading PERSONAQ_REQUESTS
+#                     KILL_AFTER [2] seconds into the drain, start it again
+#                     KILL_FOR [10] seconds later (nats1 is never killed: it
+#                     publishes the host's ports, so leadership is moved off
+#                     it first); the report then counts requests lost and
+#                     work run twice
 #   COMPOSE_PROJECT_NAME [personaq], NATS_*_PASSWORD, PERSONAQ_NATS_PORT [4222],
 #   PERSONAQ_NATS_MONITOR_PORT [8222], DEMO_PERSONA_PORT [8080]: as in docker-compose.yml
 # Needs docker-compose, curl, jq, bc and go (to build loadgen/, which publishes
@@ -30,6 +36,8 @@ PROJECT=${COMPOSE_PROJECT_NAME:-personaq}
 COMPOSE=(docker-compose -p "$PROJECT" -f "$DIR/docker-compose.yml")
 ECHO=${ECHO:-1200} FLAKY=${FLAKY:-60} REJECT=${REJECT:-30}
 WORK_MS=${WORK_MS:-200} PARALLEL=${PARALLEL:-8} KEEP=${KEEP:-0}
+KILL_NODE=${KILL_NODE:-} KILL_AFTER=${KILL_AFTER:-2} KILL_FOR=${KILL_FOR:-10}
+[[ -z $KILL_NODE || $KILL_NODE == leader ]] || { echo "scale-demo.sh: KILL_NODE must be empty or 'leader', not '$KILL_NODE'" >&2; exit 2; }
 NATS_PORT=${PERSONAQ_NATS_PORT:-4222}
 MON="http://127.0.0.1:${PERSONAQ_NATS_MONITOR_PORT:-8222}"
 DEMO="http://127.0.0.1:${DEMO_PERSONA_PORT:-8080}"
@@ -96,6 +104,28 @@ js_api() {
 
 jsz() { curl -fsS "$MON/jsz?acc=PERSONAQ&streams=true&consumers=true&config=true"; }
 stream_msgs() { jsz | jq -r --arg s "$1" '[.account_details[0].stream_detail[]? | select(.name == $s) | .state.messages][0] // 0'; }
+stream_leader() { jsz | jq -r --arg s "$1" '[.account_details[0].stream_detail[]? | select(.name == $s) | .cluster.leader][0] // ""'; }
+
+# kill_leader waits KILL_AFTER seconds, SIGKILLs the node leading the
+# requests stream (moving the leadership off nats1 first) and starts it
+# again KILL_FOR seconds later, printing what it did.
+kill_leader() {
+	local leader tries=0 c
+	sleep "$KILL_AFTER"
+	leader=$(stream_leader PERSONAQ_REQUESTS)
+	while [[ $leader == nats1 || -z $leader ]] && ((tries++ < 10)); do
+		js_api '$JS.API.STREAM.LEADER.STEPDOWN.PERSONAQ_REQUESTS' '' >/dev/null
+		sleep 1
+		leader=$(stream_leader PERSONAQ_REQUESTS)
+	done
+	[[ $leader == nats2 || $leader == nats3 ]] || { echo "kill: the requests stream's leader is '$leader'; nothing killed" >&2; return 1; }
+	c=$("${COMPOSE[@]}" ps -q "$leader")
+	echo "kill: $(date -u +%T.%N | cut -c1-12) SIGKILL $leader (leader of PERSONAQ_REQUESTS) with $(stream_msgs PERSONAQ_OUTCOMES) of $TOTAL outcomes stored"
+	docker kill -s KILL "$c" >/dev/null
+	sleep "$KILL_FOR"
+	docker start "$c" >/dev/null
+	echo "kill: $(date -u +%T.%N | cut -c1-12) $leader started again; requests stream leader now $(stream_leader PERSONAQ_REQUESTS)"
+}
 
 one_run() {
 	local n=$1 deadline left outs
@@ -111,6 +141,11 @@ one_run() {
 	echo "PERSONAQ_REQUESTS holds $(stream_msgs PERSONAQ_REQUESTS) messages; no replica is running yet"
 
 	run "${COMPOSE[@]}" up -d --scale "personaq=$n" 2>&1 | grep -E "^Creating ${PROJECT}_personaq.*\.\.\. done" || true
+	local killer=''
+	if [[ -n $KILL_NODE ]]; then
+		kill_leader &
+		killer=$!
+	fi
 	deadline=$((SECONDS + 600))
 	while :; do
 		left=$(stream_msgs PERSONAQ_REQUESTS)
@@ -119,6 +154,9 @@ one_run() {
 		((SECONDS < deadline)) || die "not drained after 600 s: $left requests left, $outs outcomes"
 		sleep 0.5
 	done
+	if [[ -n $killer ]]; then
+		wait "$killer" || die "the node kill did not happen"
+	fi
 
 	say "docker-compose ps"
 	"${COMPOSE[@]}" ps
@@ -150,6 +188,13 @@ one_run() {
 	say "attempts seen by the demo persona, by caller (GET $DEMO/stats)"
 	curl -fsS "$DEMO/stats" | jq -r '.personas | to_entries[] |
 		"\(.key): \(.value.calls) calls; status \(.value.by_status | to_entries | map("\(.key)×\(.value)") | join(" ")); attempt \(.value.by_attempt | to_entries | map("\(.key)×\(.value)") | join(" "))\n  by replica: \(.value.by_caller | to_entries | sort_by(.key) | map("\(.key) \(.value)") | join(", "))"'
+
+	if [[ -n $KILL_NODE ]]; then
+		local records rerun
+		records=$(js_api '$JS.API.STREAM.INFO.PERSONAQ_OUTCOMES' '{"subjects_filter":">"}' | jq '[.state.subjects[]] | add // 0')
+		rerun=$(curl -fsS "$DEMO/stats" | jq '[.personas[] | .repeated_attempts + .after_success] | add // 0')
+		say "node kill: $((TOTAL - records)) of $TOTAL requests without a terminal record (lost), $rerun calls of work already done (an attempt called again, or a call after a success)"
+	fi
 
 	local first last window rate
 	read -r first last < <(jsz | jq -r '.account_details[0].stream_detail[] | select(.name == "PERSONAQ_OUTCOMES") | "\(.state.first_ts) \(.state.last_ts)"')

@@ -8,7 +8,9 @@
 //	POST /echo    works for -work (or the request input's "work_ms"), answers 200
 //	POST /flaky   503 with Retry-After: 1 until attempt "succeed_on" (default 2), then 200
 //	POST /reject  400: terminal, the request is quarantined
-//	GET  /stats   calls so far per persona: by status, by attempt, by caller (replica)
+//	GET  /stats   calls so far per persona: by status, by attempt, by caller (replica),
+//	              distinct requests, attempts called again (the same request and
+//	              attempt number) and calls for a request already answered 2xx
 //	GET  /healthz 200
 //
 // Callers are named by reverse DNS of their address (Docker's embedded DNS
@@ -98,6 +100,15 @@ type persona struct {
 	mu    sync.Mutex
 	stats map[string]*personaStats
 	names map[string]string // caller address → name
+	seen  map[string]*requestSeen
+}
+
+// requestSeen is what the persona remembers of one request id, so /stats
+// shows work done twice: the same attempt number called again, or any call
+// after the request was already answered with a success.
+type requestSeen struct {
+	attempts  map[int]bool
+	succeeded bool
 }
 
 type personaStats struct {
@@ -105,10 +116,18 @@ type personaStats struct {
 	ByStatus  map[string]int `json:"by_status"`
 	ByAttempt map[string]int `json:"by_attempt"`
 	ByCaller  map[string]int `json:"by_caller"`
+	// Requests counts distinct request ids called.
+	Requests int `json:"requests"`
+	// RepeatedAttempts counts calls whose request id and attempt number
+	// were called before: one attempt run twice.
+	RepeatedAttempts int `json:"repeated_attempts"`
+	// AfterSuccess counts calls for a request this persona had already
+	// answered with a 2xx: completed work run again.
+	AfterSuccess int `json:"after_success"`
 }
 
 func newPersona(work time.Duration) *persona {
-	return &persona{work: work, stats: map[string]*personaStats{}, names: map[string]string{}}
+	return &persona{work: work, stats: map[string]*personaStats{}, names: map[string]string{}, seen: map[string]*requestSeen{}}
 }
 
 func (p *persona) routes() http.Handler {
@@ -146,7 +165,7 @@ func (p *persona) attempt(fn func(context.Context, *envelope, knobs) answer) htt
 			w.Header().Set("Retry-After", a.retryAfter)
 		}
 		writeJSON(w, a.status, a.body)
-		p.record(strings.TrimPrefix(r.URL.Path, "/"), a.status, env.Attempt, p.caller(r.Context(), r.RemoteAddr))
+		p.record(strings.TrimPrefix(r.URL.Path, "/"), env.Request.RequestID, a.status, env.Attempt, p.caller(r.Context(), r.RemoteAddr))
 	}
 }
 
@@ -201,7 +220,7 @@ func (p *persona) sleep(ctx context.Context, k knobs) bool {
 	}
 }
 
-func (p *persona) record(name string, status, attempt int, caller string) {
+func (p *persona) record(name, requestID string, status, attempt int, caller string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats[name]
@@ -213,6 +232,20 @@ func (p *persona) record(name string, status, attempt int, caller string) {
 	s.ByStatus[strconv.Itoa(status)]++
 	s.ByAttempt[strconv.Itoa(attempt)]++
 	s.ByCaller[caller]++
+	seen := p.seen[requestID]
+	if seen == nil {
+		seen = &requestSeen{attempts: map[int]bool{}}
+		p.seen[requestID] = seen
+		s.Requests++
+	}
+	if seen.attempts[attempt] {
+		s.RepeatedAttempts++
+	}
+	if seen.succeeded {
+		s.AfterSuccess++
+	}
+	seen.attempts[attempt] = true
+	seen.succeeded = seen.succeeded || status/100 == 2
 }
 
 // caller names the client by reverse DNS (cached), else by its IP.
@@ -260,6 +293,7 @@ func (p *persona) getStats(w http.ResponseWriter, _ *http.Request) {
 func (p *persona) resetStats(w http.ResponseWriter, _ *http.Request) {
 	p.mu.Lock()
 	p.stats = map[string]*personaStats{}
+	p.seen = map[string]*requestSeen{}
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

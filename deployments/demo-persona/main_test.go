@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,36 @@ func TestProbe(t *testing.T) {
 	require.Equal(t, 0, runProbe([]string{srv.URL + "/healthz", "tcp://" + srv.Listener.Addr().String()}, time.Second))
 	require.Equal(t, 1, runProbe([]string{srv.URL + "/nope"}, 600*time.Millisecond))
 	require.Equal(t, 2, runProbe(nil, time.Second))
+}
+
+// TestStatsCountWorkDoneTwice: /stats tells an attempt called again, and a
+// call for a request already answered 2xx, from the first run of each.
+func TestStatsCountWorkDoneTwice(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(newPersona(0).routes())
+	t.Cleanup(srv.Close)
+	post := func(id string, attempt int) {
+		body := fmt.Sprintf(`{"request":{"request_id":%q,"task_id":"t","persona":"echo","input":{}},"attempt":%d}`, id, attempt)
+		resp, err := http.Post(srv.URL+"/echo", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.NoError(t, resp.Body.Close())
+	}
+	post("a", 1)
+	post("b", 1)
+	post("a", 1) // the same attempt again, after its success
+	post("a", 2) // a new attempt of a request already answered
+
+	resp, err := http.Get(srv.URL + "/stats")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var stats struct {
+		Personas map[string]*personaStats `json:"personas"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
+	echo := stats.Personas["echo"]
+	require.Equal(t, 4, echo.Calls)
+	require.Equal(t, 2, echo.Requests)
+	require.Equal(t, 1, echo.RepeatedAttempts)
+	require.Equal(t, 2, echo.AfterSuccess)
 }
