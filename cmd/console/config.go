@@ -20,6 +20,10 @@ type Ledger interface {
 	History(ctx context.Context, key ledger.StepKey) ([]retry.Attempt, ledger.State, error)
 }
 
+// DefaultListen is where `personaq console` and `personaq dev` serve the
+// console unless told otherwise (loopback only).
+const DefaultListen = "127.0.0.1:8080"
+
 // Config configures a console Server.
 type Config struct {
 	// JetStream client of the deployment. Required.
