@@ -43,7 +43,7 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkScaleOut$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkFailover$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSubmitAwait$$' -benchtime=300x -count=3 -timeout 30m ./consumers/client/
-	$(GO) test -run='^$$' -bench=QuarantinePage -benchtime=20x -count=3 -timeout 30m ./consumers/console/
+	$(GO) test -run='^$$' -bench=QuarantinePage -benchtime=20x -count=3 -timeout 30m ./cmd/console/
 	$(GO) test -run='^$$' -bench='^BenchmarkFlowLimiter$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkFlowCircuit$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkCancel' -benchtime=1x -count=1 -timeout 30m ./consumers/
@@ -66,7 +66,7 @@ docs: ## regenerate docs/cli.md from the command tree (go test ./cmd/cli/ checks
 	$(GO) test -count=1 -run='^TestCLIReferenceIsCurrent$$' ./cmd/cli/ -args -update-docs
 
 screenshots: ## regenerate the console screenshots in docs/console.md (needs chromium and redis-server)
-	PERSONAQ_SCREENSHOTS=1 $(GO) test -count=1 -run='^(TestOverview|TestQuarantine|TestTaskPage)' ./consumers/console/
+	PERSONAQ_SCREENSHOTS=1 $(GO) test -count=1 -run='^(TestOverview|TestQuarantine|TestTaskPage)' ./cmd/console/
 
 images: ## build the offline container images (nats, redis, personaq)
 	bash integration/images/build.sh

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 )
@@ -23,4 +24,29 @@ type (
 	Progress = retry.Progress
 	// Policy is a persona's retry policy (retry.Policy).
 	Policy = retry.Policy
+)
+
+// The caller's side of personaq (stream names, submit, terminal records,
+// cancel) lives in package wire, which a client imports without the
+// runtime. The runtime is configured with the same types and speaks the
+// same names, errors and publishes; each is the wire one, not a copy.
+type (
+	// Topology names the streams and subjects (wire.Topology).
+	Topology = wire.Topology
+	// OutputTopology names and bounds the live output stream
+	// (wire.OutputTopology).
+	OutputTopology = wire.OutputTopology
+)
+
+var (
+	// Durable is a persona's durable consumer name (wire.Durable).
+	Durable = wire.Durable
+	// ErrCancelled is a cancelled attempt's context cause (wire.ErrCancelled).
+	ErrCancelled = wire.ErrCancelled
+	// ErrNoOutcome: no terminal record (wire.ErrNoOutcome).
+	ErrNoOutcome = wire.ErrNoOutcome
+	// PublishRequest publishes a request (wire.PublishRequest).
+	PublishRequest = wire.PublishRequest
+	// WithDeadline sets a request's step deadline (wire.WithDeadline).
+	WithDeadline = wire.WithDeadline
 )

@@ -18,6 +18,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 )
 
@@ -86,7 +87,7 @@ func benchRaw(b *testing.B, e *benchEnv, n int, mode benchAckMode) time.Duration
 	runtime.GC()
 	b.StartTimer()
 	start := time.Now()
-	cons, err := js.Consumer(ctx, topo.RequestsStream, consumers.Durable(benchPersona))
+	cons, err := js.Consumer(ctx, topo.RequestsStream, wire.Durable(benchPersona))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -428,7 +429,7 @@ func benchLatenessRaw(b *testing.B, e *benchEnv, c benchLatenessCase) []time.Dur
 		}
 		_ = m.Ack()
 	}
-	cons, err := e.nats.JetStream(b).Consumer(ctx, topo.RequestsStream, consumers.Durable(benchPersona))
+	cons, err := e.nats.JetStream(b).Consumer(ctx, topo.RequestsStream, wire.Durable(benchPersona))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -723,9 +724,9 @@ sampling:
 // benchWitness pulls from the persona's durable on its own connection,
 // like a second replica, until the returned stop is called; stop returns
 // how many distinct messages it received. It never acks them.
-func benchWitness(b *testing.B, e *benchEnv, topo consumers.Topology) (stop func() int64) {
+func benchWitness(b *testing.B, e *benchEnv, topo wire.Topology) (stop func() int64) {
 	b.Helper()
-	cons, err := e.nats.JetStream(b).Consumer(context.Background(), topo.RequestsStream, consumers.Durable(benchPersona))
+	cons, err := e.nats.JetStream(b).Consumer(context.Background(), topo.RequestsStream, wire.Durable(benchPersona))
 	if err != nil {
 		b.Fatal(err)
 	}

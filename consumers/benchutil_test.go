@@ -21,6 +21,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -97,10 +98,10 @@ func newBenchEnv(b *testing.B, withRedis bool) *benchEnv {
 
 // benchTopology returns a topology with stream names no other run uses
 // and deletes its streams when b's run ends.
-func (e *benchEnv) benchTopology(b *testing.B) consumers.Topology {
+func (e *benchEnv) benchTopology(b *testing.B) wire.Topology {
 	b.Helper()
 	k := e.runs.Add(1)
-	t := consumers.Topology{
+	t := wire.Topology{
 		RequestsStream:   fmt.Sprintf("BENCH%d_REQUESTS", k),
 		RequestsPrefix:   fmt.Sprintf("bench%d.requests", k),
 		QuarantineStream: fmt.Sprintf("BENCH%d_QUARANTINE", k),
@@ -199,7 +200,7 @@ func benchRequests(b *testing.B, n int) []benchMsg {
 // benchPublish stores msgs on the persona's request subject with
 // PublishAsync, at most benchPublishWindow unacknowledged at a time, and
 // checks the stream holds them all.
-func (e *benchEnv) benchPublish(b *testing.B, topo consumers.Topology, msgs []benchMsg) {
+func (e *benchEnv) benchPublish(b *testing.B, topo wire.Topology, msgs []benchMsg) {
 	b.Helper()
 	const benchPublishWindow = 512
 	subject := topo.RequestSubject(benchPersona)
@@ -237,7 +238,7 @@ func (e *benchEnv) benchPublish(b *testing.B, topo consumers.Topology, msgs []be
 }
 
 // benchPublishOne stores m and waits for the server's acknowledgement.
-func (e *benchEnv) benchPublishOne(b *testing.B, topo consumers.Topology, m benchMsg) {
+func (e *benchEnv) benchPublishOne(b *testing.B, topo wire.Topology, m benchMsg) {
 	b.Helper()
 	nm := &nats.Msg{Subject: topo.RequestSubject(benchPersona), Data: m.data, Header: nats.Header{}}
 	nm.Header.Set(jetstream.MsgIDHeader, m.id)
@@ -287,7 +288,7 @@ func (e *benchEnv) benchUnsettled(b *testing.B, stream string) uint64 {
 // benchWorkQueue creates topo's requests stream with work-queue retention,
 // before Provision (which keeps a work queue it finds): the raw loop's
 // stream, where each ack is a stored delete.
-func (e *benchEnv) benchWorkQueue(b *testing.B, topo consumers.Topology) {
+func (e *benchEnv) benchWorkQueue(b *testing.B, topo wire.Topology) {
 	b.Helper()
 	_, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy,

@@ -20,6 +20,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -54,7 +55,7 @@ sleep 300 & wait`
 			startBenchReplica(b, n, r, consumers.Persona{Name: "agent", Handler: inv, Policy: pol, Concurrency: perReplica, MaxReplicas: 2})
 		}
 		js := n.JetStream(b)
-		if err := consumers.Provision(context.Background(), js, consumers.Topology{}, nil); err != nil {
+		if err := consumers.Provision(context.Background(), js, wire.Topology{}, nil); err != nil {
 			b.Fatal(err)
 		}
 		c, err := client.New(client.Config{JetStream: js})
@@ -104,7 +105,7 @@ func BenchmarkCancelQueuedTask(b *testing.B) {
 		n := testenv.StartNATS(b)
 		r := testenv.StartRedis(b)
 		js := n.JetStream(b)
-		topo := consumers.Topology{}.WithDefaults()
+		topo := wire.Topology{}.WithDefaults()
 		if err := consumers.Provision(context.Background(), js, topo, nil); err != nil {
 			b.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func startBenchReplica(b *testing.B, n *testenv.NATS, r *testenv.Redis, p consum
 
 // publishQueued publishes n requests of task bench-queued for persona
 // echo, 512 at a time.
-func publishQueued(b *testing.B, js jetstream.JetStream, topo consumers.Topology, n int) {
+func publishQueued(b *testing.B, js jetstream.JetStream, topo wire.Topology, n int) {
 	b.Helper()
 	for done := 0; done < n; {
 		for range min(512, n-done) {
@@ -185,7 +186,7 @@ func publishQueued(b *testing.B, js jetstream.JetStream, topo consumers.Topology
 }
 
 // waitDrained waits until the requests stream is empty.
-func waitDrained(b *testing.B, js jetstream.JetStream, topo consumers.Topology, timeout time.Duration) {
+func waitDrained(b *testing.B, js jetstream.JetStream, topo wire.Topology, timeout time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -24,7 +24,7 @@ import (
 // cancel cancels req as a caller would.
 func (h *harness) cancel(req *schemas.PersonaRequest, why string) *schemas.OutcomeEvent {
 	h.t.Helper()
-	rec, err := consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{
+	rec, err := wire.Cancel(context.Background(), h.js, h.topo, wire.Cancellation{
 		RequestID: req.RequestID, Persona: req.Persona, TaskID: req.TaskID, Step: req.Step, Reason: why, By: "test"})
 	require.NoError(h.t, err)
 	return rec
@@ -201,7 +201,7 @@ func TestCancelRunningGoHandler(t *testing.T) {
 	h.cancel(req, "workflow cancelled upstream")
 	select {
 	case cause := <-b.causes:
-		require.Equal(t, consumers.ErrCancelled, cause)
+		require.Equal(t, wire.ErrCancelled, cause)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the running attempt was not cancelled")
 	}
@@ -267,8 +267,8 @@ func TestCancelAlreadyTerminal(t *testing.T) {
 	h.start(persona("echo", b, fastPolicy(3)))
 	req := h.publish("echo", "done")
 	require.Equal(t, schemas.OutcomeSucceeded, outs.wait(t, req.RequestID, 10*time.Second).Outcome)
-	rec, err := consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{RequestID: req.RequestID, Persona: "echo"})
-	require.ErrorIs(t, err, consumers.ErrAlreadyEnded)
+	rec, err := wire.Cancel(context.Background(), h.js, h.topo, wire.Cancellation{RequestID: req.RequestID, Persona: "echo"})
+	require.ErrorIs(t, err, wire.ErrAlreadyEnded)
 	require.Equal(t, schemas.OutcomeSucceeded, rec.Outcome)
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, 1, outs.count())
@@ -325,8 +325,8 @@ func TestCancelRecordAloneStopsQueuedRequest(t *testing.T) {
 	first := h.publish("echo", "busy")
 	waitStarted(t, b)
 	queued := h.publish("echo", "queued")
-	rec := consumers.CancellationOf(queued, "written alone", "test").CancelledRecord(time.Now())
-	_, won, err := consumers.NewOutcomes(h.js, h.topo).CreateRecord(context.Background(), rec)
+	rec := wire.CancellationOf(queued, "written alone", "test").CancelledRecord(time.Now())
+	_, won, err := wire.NewOutcomes(h.js, h.topo).Create(context.Background(), rec, nil)
 	require.NoError(t, err)
 	require.True(t, won)
 	time.Sleep(100 * time.Millisecond) // the record reaches the replica
@@ -350,14 +350,14 @@ func TestCancelAfterNATSRestart(t *testing.T) {
 	var rec *schemas.OutcomeEvent
 	require.Eventually(t, func() bool { // the canceller's own connection comes back too
 		var err error
-		rec, err = consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{
+		rec, err = wire.Cancel(context.Background(), h.js, h.topo, wire.Cancellation{
 			RequestID: req.RequestID, Persona: req.Persona, TaskID: req.TaskID, Step: req.Step, Reason: "after a restart"})
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, schemas.OutcomeCancelled, rec.Outcome)
 	select {
 	case cause := <-b.causes:
-		require.Equal(t, consumers.ErrCancelled, cause)
+		require.Equal(t, wire.ErrCancelled, cause)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the running attempt was not stopped after NATS restarted")
 	}

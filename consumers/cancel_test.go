@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -19,7 +19,7 @@ func TestCancelRacingSuccessEndsOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
 	ctx := context.Background()
-	outs := consumers.NewOutcomes(h.js, h.topo)
+	outs := wire.NewOutcomes(h.js, h.topo)
 	won := map[schemas.Outcome]int{}
 	for i := range 40 {
 		id := fmt.Sprintf("race-%d", i)
@@ -33,11 +33,11 @@ func TestCancelRacingSuccessEndsOnce(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			succStood, succWon, succErr = outs.CreateRecord(ctx, success)
+			succStood, succWon, succErr = outs.Create(ctx, success, nil)
 		}()
 		go func() {
 			defer wg.Done()
-			cancelStood, cancelErr = consumers.Cancel(ctx, h.js, h.topo, consumers.Cancellation{
+			cancelStood, cancelErr = wire.Cancel(ctx, h.js, h.topo, wire.Cancellation{
 				RequestID: id, Persona: "echo", TaskID: "t", Step: "main", Reason: "workflow cancelled", By: "test"})
 		}()
 		wg.Wait()
@@ -45,7 +45,7 @@ func TestCancelRacingSuccessEndsOnce(t *testing.T) {
 		require.Equal(t, succStood.Outcome, cancelStood.Outcome, "both writers see the record that stands")
 		require.NotEqual(t, succWon, cancelErr == nil, "exactly one writer wins")
 		if succWon {
-			require.ErrorIs(t, cancelErr, consumers.ErrAlreadyEnded)
+			require.ErrorIs(t, cancelErr, wire.ErrAlreadyEnded)
 		}
 		stored, err := outs.Lookup(ctx, id)
 		require.NoError(t, err)
@@ -65,10 +65,10 @@ func TestCancelRacingSuccessEndsOnce(t *testing.T) {
 func TestCancelRecordKeepsReasonAndWho(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
-	rec, err := consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{
+	rec, err := wire.Cancel(context.Background(), h.js, h.topo, wire.Cancellation{
 		RequestID: "r-1", Persona: "echo", TaskID: "story-1", Step: "plan", Reason: "superseded by r-2", By: "token ci"})
 	require.NoError(t, err)
-	got, err := consumers.NewOutcomes(h.js, h.topo).Lookup(context.Background(), "r-1")
+	got, err := wire.NewOutcomes(h.js, h.topo).Lookup(context.Background(), "r-1")
 	require.NoError(t, err)
 	require.Equal(t, rec.At, got.At)
 	require.Equal(t, schemas.OutcomeCancelled, got.Outcome)
@@ -76,6 +76,6 @@ func TestCancelRecordKeepsReasonAndWho(t *testing.T) {
 	require.Equal(t, "superseded by r-2", got.Detail)
 	require.Equal(t, "token ci", got.CancelledBy)
 	require.Equal(t, "story-1", got.TaskID)
-	_, err = consumers.Cancel(context.Background(), h.js, h.topo, consumers.Cancellation{RequestID: "r-1", Persona: "echo"})
-	require.ErrorIs(t, err, consumers.ErrAlreadyEnded)
+	_, err = wire.Cancel(context.Background(), h.js, h.topo, wire.Cancellation{RequestID: "r-1", Persona: "echo"})
+	require.ErrorIs(t, err, wire.ErrAlreadyEnded)
 }

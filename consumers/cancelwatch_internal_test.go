@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -61,12 +62,12 @@ func TestCancelWatchCatchesUpAfterAReconnect(t *testing.T) {
 	js := n.JetStream(t)
 	topo := Topology{}.WithDefaults()
 	require.NoError(t, Provision(context.Background(), js, topo, nil))
-	before := Cancellation{RequestID: "before", Persona: "p"}
-	_, err := Cancel(context.Background(), js, topo, before)
+	before := wire.Cancellation{RequestID: "before", Persona: "p"}
+	_, err := wire.Cancel(context.Background(), js, topo, before)
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
 	from := time.Now()
-	_, err = Cancel(context.Background(), js, topo, Cancellation{RequestID: "missed", Persona: "p"})
+	_, err = wire.Cancel(context.Background(), js, topo, wire.Cancellation{RequestID: "missed", Persona: "p"})
 	require.NoError(t, err)
 	w := newCancelWatch(js, topo, zerolog.Nop())
 	w.catchUp(context.Background(), from)

@@ -21,7 +21,7 @@ import (
 // under a steady stream of naks comes back tens of ms to seconds late.
 // Longer delays are a NakWithDelay: the server holds the message, and any
 // replica may run the retry. (It configures the subscriber: router.)
-const holdUnder = 5 * time.Second
+const holdUnder = transport.DefaultHoldUnder
 
 // ledgerTimeout bounds one ledger call, so a Redis outage is noticed
 // within seconds (and the pull stopped) instead of every worker waiting

@@ -3,6 +3,7 @@ package consumers
 import (
 	"errors"
 
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -13,7 +14,7 @@ var (
 	ErrInvalidConfig = schemas.ErrInvalidConfig
 	// ErrUnknownPersona is returned when a message names a persona with no
 	// registered handler.
-	ErrUnknownPersona = errors.New("unknown persona")
+	ErrUnknownPersona = wire.ErrUnknownPersona
 	// ErrNotRunning: the runtime's consumers are not bound (starting or stopped).
 	ErrNotRunning = errors.New("consumers not bound")
 )

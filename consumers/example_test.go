@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -49,7 +50,7 @@ func Example() {
 	go func() { _ = rt.Run(ctx); close(done) }()
 
 	req := schemas.NewRequest("task-1", "main", "greeter")
-	_, _ = consumers.PublishRequest(context.Background(), js, consumers.Topology{}, req)
+	_, _ = wire.PublishRequest(context.Background(), js, wire.Topology{}, req)
 	ev := waitForOutcome(js, req.RequestID)
 	fmt.Printf("%s after %d attempts\n", ev.Outcome, ev.Attempts)
 	cancel()

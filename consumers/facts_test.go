@@ -23,6 +23,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -104,9 +105,9 @@ func TestProvisionSetsNoBackOffAndSharedMaxAckPending(t *testing.T) {
 	t.Parallel()
 	js := testenv.StartNATS(t).JetStream(t)
 	spec := consumers.ConsumerSpec{Persona: "p", AckWait: time.Second, MaxAckPending: 64}
-	require.NoError(t, consumers.Provision(context.Background(), js, consumers.Topology{}, []consumers.ConsumerSpec{spec}))
-	require.NoError(t, consumers.Provision(context.Background(), js, consumers.Topology{}, []consumers.ConsumerSpec{spec}), "idempotent")
-	c, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("p"))
+	require.NoError(t, consumers.Provision(context.Background(), js, wire.Topology{}, []consumers.ConsumerSpec{spec}))
+	require.NoError(t, consumers.Provision(context.Background(), js, wire.Topology{}, []consumers.ConsumerSpec{spec}), "idempotent")
+	c, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable("p"))
 	require.NoError(t, err)
 	cfg := c.CachedInfo().Config
 	require.Empty(t, cfg.BackOff)
@@ -184,14 +185,14 @@ func TestSubscriberFetchesNoMoreThanFreeSlots(t *testing.T) {
 	t.Parallel()
 	js := testenv.StartNATS(t).JetStream(t)
 	spec := consumers.ConsumerSpec{Persona: "p", AckWait: 5 * time.Second, MaxAckPending: 100}
-	require.NoError(t, consumers.Provision(context.Background(), js, consumers.Topology{}, []consumers.ConsumerSpec{spec}))
+	require.NoError(t, consumers.Provision(context.Background(), js, wire.Topology{}, []consumers.ConsumerSpec{spec}))
 	publishN(t, js, "personaq.requests.p", 10)
 	sub, err := transport.NewSubscriber(transport.Config{JetStream: js, Stream: "PERSONAQ_REQUESTS", Slots: 2, FetchMaxWait: 100 * time.Millisecond})
 	require.NoError(t, err)
 	ch, err := sub.Subscribe(context.Background(), "p")
 	require.NoError(t, err)
 	first, second := <-ch, <-ch // hold both slots without settling
-	c, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("p"))
+	c, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable("p"))
 	require.NoError(t, err)
 	require.Never(t, func() bool {
 		info, err := c.Info(context.Background())

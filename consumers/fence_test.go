@@ -16,6 +16,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -212,7 +213,7 @@ func TestSameRequestUnderTwoMessageIDsDoesNotRunTwiceAtOnce(t *testing.T) {
 
 	// Wait until the second message was delivered, found the lease held and
 	// was given back (a redelivery pending): it did not run meanwhile.
-	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("twice"))
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("twice"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		info, err := cons.Info(context.Background())

@@ -11,6 +11,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -61,7 +62,7 @@ func newFlowBench(b *testing.B, limits map[string]flow.Limit) *flowBench {
 	b.Helper()
 	n := testenv.StartNATS(b)
 	js := n.JetStream(b)
-	if err := consumers.Provision(context.Background(), js, consumers.Topology{}, nil); err != nil {
+	if err := consumers.Provision(context.Background(), js, wire.Topology{}, nil); err != nil {
 		b.Fatal(err)
 	}
 	client := testenv.StartRedis(b).Client(b)
@@ -105,7 +106,7 @@ func (fb *flowBench) publish(b *testing.B, persona string, n int) {
 	b.Helper()
 	for i := range n {
 		req := schemas.NewRequest(fmt.Sprintf("t%d", i), "main", persona)
-		if _, err := consumers.PublishRequest(context.Background(), fb.cfg.JetStream, consumers.Topology{}, req); err != nil {
+		if _, err := wire.PublishRequest(context.Background(), fb.cfg.JetStream, wire.Topology{}, req); err != nil {
 			b.Fatal(err)
 		}
 	}

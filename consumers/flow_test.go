@@ -14,6 +14,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -288,7 +289,7 @@ func TestFlowCircuitOpensPausesAndProbes(t *testing.T) {
 	openedAt := obs.opened[0]
 	obs.mu.Unlock()
 	require.Eventually(t, func() bool {
-		c, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("tester"))
+		c, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("tester"))
 		return err == nil && c.CachedInfo().Paused
 	}, 5*time.Second, 10*time.Millisecond, "the consumer is paused on the server")
 
@@ -365,7 +366,7 @@ func TestFlowCoolingLimiterHoldsNothing(t *testing.T) {
 		defer obs.mu.Unlock()
 		return obs.runnable["free"] == 5
 	}, 5*time.Second, 10*time.Millisecond, "pending plus in flight, as KEDA counts")
-	c, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("limited"))
+	c, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("limited"))
 	require.NoError(t, err)
 	info, err := c.Info(context.Background())
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -27,7 +28,7 @@ type harness struct {
 	nats   *testenv.NATS
 	js     jetstream.JetStream
 	ledger consumers.Ledger
-	topo   consumers.Topology
+	topo   wire.Topology
 	// logTo, when set, receives the replicas' logs instead of the test log.
 	logTo io.Writer
 }
@@ -35,7 +36,7 @@ type harness struct {
 func newHarness(t *testing.T, withLedger bool) *harness {
 	t.Helper()
 	n := testenv.StartNATS(t)
-	h := &harness{t: t, nats: n, js: n.JetStream(t), topo: consumers.Topology{}.WithDefaults()}
+	h := &harness{t: t, nats: n, js: n.JetStream(t), topo: wire.Topology{}.WithDefaults()}
 	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, nil))
 	if withLedger {
 		r := testenv.StartRedis(t)
@@ -120,7 +121,7 @@ func (h *harness) publish(persona, task string, mutate ...func(*schemas.PersonaR
 	for _, m := range mutate {
 		m(req)
 	}
-	_, err := consumers.PublishRequest(context.Background(), h.js, h.topo, req)
+	_, err := wire.PublishRequest(context.Background(), h.js, h.topo, req)
 	require.NoError(h.t, err)
 	return req
 }

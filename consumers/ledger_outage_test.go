@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -109,7 +109,7 @@ func TestLedgerOutageStopsThePull(t *testing.T) {
 		"a caller waiting on a held request is told it waits for the ledger")
 	time.Sleep(10 * time.Second) // AckWait 1 s: held deliveries are heartbeated throughout
 
-	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("steady"))
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("steady"))
 	require.NoError(t, err)
 	info, err := cons.Info(context.Background())
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestStepDeadlineDuringLedgerOutageSaysSo(t *testing.T) {
 
 	rs.Stop()
 	req := schemas.NewRequest("t-late", "main", "steady")
-	_, err := consumers.PublishRequest(context.Background(), h.js, h.topo, req, consumers.WithDeadline(time.Now().Add(3*time.Second)))
+	_, err := wire.PublishRequest(context.Background(), h.js, h.topo, req, wire.WithDeadline(time.Now().Add(3*time.Second)))
 	require.NoError(t, err)
 	ev := out.wait(t, req.RequestID, 15*time.Second)
 	require.Equal(t, schemas.OutcomeDeadlineExceeded, ev.Outcome)
@@ -185,7 +185,7 @@ func TestRequestPublishedDuringLedgerOutageIsToldAndEnded(t *testing.T) {
 	require.Eventually(t, func() bool { return r.rt.Ready() == nil }, 10*time.Second, 20*time.Millisecond)
 
 	rs.Stop()
-	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("steady"))
+	cons, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("steady"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		info, err := cons.Info(context.Background())
@@ -193,7 +193,7 @@ func TestRequestPublishedDuringLedgerOutageIsToldAndEnded(t *testing.T) {
 		return errors.Is(r.rt.Ready(), ledger.ErrUnavailable) && err == nil && info.NumWaiting == 0
 	}, 10*time.Second, 20*time.Millisecond)
 	late := schemas.NewRequest("t-late", "main", "steady")
-	_, err = consumers.PublishRequest(context.Background(), h.js, h.topo, late, consumers.WithDeadline(time.Now().Add(5*time.Second)))
+	_, err = wire.PublishRequest(context.Background(), h.js, h.topo, late, wire.WithDeadline(time.Now().Add(5*time.Second)))
 	require.NoError(t, err)
 	patient := h.publish("steady", "t-patient") // no deadline: runs after the outage
 

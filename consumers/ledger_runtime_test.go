@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
@@ -121,7 +121,7 @@ func TestRuntimeDoesNotRerunAMessageAlreadyQuarantined(t *testing.T) {
 	// A first delivery that "crashed" after storing the record: take the
 	// message, store its record, nak it.
 	c, err := h.js.CreateOrUpdateConsumer(context.Background(), h.topo.RequestsStream, jetstream.ConsumerConfig{
-		Durable: consumers.Durable("again"), FilterSubject: "personaq.requests.again",
+		Durable: wire.Durable("again"), FilterSubject: "personaq.requests.again",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second, MaxAckPending: 8})
 	require.NoError(t, err)
 	m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))

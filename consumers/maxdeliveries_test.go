@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -30,7 +31,7 @@ func TestMaxDeliveriesCaptureWritesTheTerminalRecord(t *testing.T) {
 		}), fastPolicy(1)))
 	req := h.publish("hung", "t-hung")
 
-	hung, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, consumers.Durable("hung"))
+	hung, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("hung"))
 	require.NoError(t, err)
 	for range spec.MaxDeliver { // taken, never settled
 		_, err := hung.Next(jetstream.FetchMaxWait(5 * time.Second))
@@ -57,7 +58,7 @@ func TestMaxDeliveriesCaptureWritesTheTerminalRecord(t *testing.T) {
 	require.Contains(t, ev.Detail, "never settled")
 	require.NotContains(t, ev.Detail, "most likely crashed")
 
-	looked, err := consumers.NewOutcomes(h.js, h.topo).Lookup(context.Background(), req.RequestID)
+	looked, err := wire.NewOutcomes(h.js, h.topo).Lookup(context.Background(), req.RequestID)
 	require.NoError(t, err, "result finds it")
 	require.Equal(t, ev.QuarantineSeq, looked.QuarantineSeq)
 	require.Equal(t, 1, out.count(), "one terminal record")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 )
 
@@ -24,14 +24,14 @@ func TestOutcomesForTask(t *testing.T) {
 	for _, id := range []string{a.RequestID, b.RequestID, other.RequestID} {
 		out.wait(t, id, 10*time.Second)
 	}
-	got, err := consumers.NewOutcomes(h.js, h.topo).ForTask(context.Background(), "story-1")
+	got, err := wire.NewOutcomes(h.js, h.topo).ForTask(context.Background(), "story-1")
 	require.NoError(t, err)
 	require.Equal(t, 3, got.Scanned)
 	require.False(t, got.Truncated)
 	require.Len(t, got.Records, 2)
 	require.ElementsMatch(t, []string{a.RequestID, b.RequestID}, []string{got.Records[0].RequestID, got.Records[1].RequestID})
 
-	none, err := consumers.NewOutcomes(h.js, h.topo).ForTask(context.Background(), "story-404")
+	none, err := wire.NewOutcomes(h.js, h.topo).ForTask(context.Background(), "story-404")
 	require.NoError(t, err)
 	require.Empty(t, none.Records)
 }

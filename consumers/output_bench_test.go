@@ -12,6 +12,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -68,7 +69,7 @@ type benchLiveRun struct {
 func benchLive(b *testing.B, e *benchEnv, stream bool) benchLiveRun {
 	b.Helper()
 	topo := e.benchTopology(b)
-	topo.Output = consumers.OutputTopology{Stream: topo.RequestsStream + "_OUTPUT", Prefix: strings.TrimSuffix(topo.RequestsPrefix, ".requests") + ".output"}
+	topo.Output = wire.OutputTopology{Stream: topo.RequestsStream + "_OUTPUT", Prefix: strings.TrimSuffix(topo.RequestsPrefix, ".requests") + ".output"}
 	topo = topo.WithDefaults()
 	b.Cleanup(func() { _ = e.js.DeleteStream(context.Background(), topo.Output.Stream) })
 	persona := handlers.Func(func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers/streams"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // ConsumerSpec sizes the durable consumer of one persona.
@@ -124,7 +125,7 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	// them off the disk's fsync path (a server restart forgets them).
 	att.Storage = jetstream.MemoryStorage
 	att.Description = "personaq attempt events (started, failed), for callers following a request"
-	return []jetstream.StreamConfig{req, q, out, att, outputStreamConfig(t)}
+	return []jetstream.StreamConfig{req, q, out, att, wire.OutputStreamConfig(t)}
 }
 
 func provisionConsumer(ctx context.Context, js jetstream.JetStream, t Topology, s ConsumerSpec) error {

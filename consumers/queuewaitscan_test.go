@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -28,7 +28,7 @@ func (o *outcomes) recordsFor(id string) int {
 // or `personaq persona pause` does: nothing of it is delivered.
 func (h *harness) pausePersona(persona string) {
 	h.t.Helper()
-	_, err := h.js.PauseConsumer(context.Background(), h.topo.RequestsStream, consumers.Durable(persona), time.Now().Add(time.Hour))
+	_, err := h.js.PauseConsumer(context.Background(), h.topo.RequestsStream, wire.Durable(persona), time.Now().Add(time.Hour))
 	require.NoError(h.t, err)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -193,14 +194,14 @@ func TestUnknownPersonaIsQuarantinedAfterGrace(t *testing.T) {
 			}), fastPolicy(1)))
 	}
 	req := h.publish("ghost", "t-ghost")
-	unserved, err := consumers.UnservedRequests(context.Background(), h.js, h.topo)
+	unserved, err := wire.UnservedRequests(context.Background(), h.js, h.topo)
 	require.NoError(t, err)
 	require.Len(t, unserved, 1)
 	require.Equal(t, "ghost", unserved[0].Persona)
 
 	var rec *schemas.OutcomeEvent
 	require.Eventually(t, func() bool {
-		rec, err = consumers.NewOutcomes(h.js, h.topo).Lookup(context.Background(), req.RequestID)
+		rec, err = wire.NewOutcomes(h.js, h.topo).Lookup(context.Background(), req.RequestID)
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, schemas.ReasonUnknownPersona, rec.Reason)

@@ -21,6 +21,7 @@ import (
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/tracing"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -56,6 +57,14 @@ type Persona struct {
 	// Default: off.
 	Circuit flow.Circuit
 }
+
+// Defaults of Persona and Config (the subscriber's where it applies them).
+const (
+	DefaultConcurrency  = transport.DefaultSlots
+	DefaultMaxReplicas  = 4
+	DefaultDrainTimeout = transport.DefaultDrainTimeout
+	DefaultFetchMaxWait = transport.DefaultFetchMaxWait
+)
 
 // Config configures a Runtime.
 type Config struct {
@@ -204,7 +213,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.tracer = tracing.Tracer(cfg.TracerProvider)
 	r.quiet = ratelog.New(0)
 	r.dlq = r.newWriter()
-	r.outcomes = NewOutcomes(r.js, r.topo)
+	r.outcomes = newOutcomes(r.js, r.topo)
 	r.cancels = newCancelWatch(r.js, r.topo, r.log)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
@@ -270,10 +279,10 @@ func validatePersona(p Persona) error {
 
 func newPersonaRuntime(p Persona) *personaRuntime {
 	if p.Concurrency == 0 {
-		p.Concurrency = 16
+		p.Concurrency = DefaultConcurrency
 	}
 	if p.MaxReplicas == 0 {
-		p.MaxReplicas = 4
+		p.MaxReplicas = DefaultMaxReplicas
 	}
 	pol := p.Policy.WithDefaults()
 	if p.AckWait == 0 {
@@ -281,7 +290,7 @@ func newPersonaRuntime(p Persona) *personaRuntime {
 	}
 	return &personaRuntime{name: p.Name, handler: p.Handler, policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
 		Persona: p.Name, AckWait: p.AckWait, MaxAckPending: p.Concurrency * p.MaxReplicas, MaxDeliver: p.MaxDeliver,
-		Metadata: personaInfoOf(p.Name, p.Policy).metadata(),
+		Metadata: wire.PersonaInfoOf(p.Name, p.Policy).Metadata(),
 	}}
 }
 
@@ -352,7 +361,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 	drain := r.cfg.DrainTimeout
 	if drain == 0 {
-		drain = 30 * time.Second
+		drain = DefaultDrainTimeout
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: drain + 10*time.Second}, watermill.NopLogger{})
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -133,7 +133,7 @@ type scaleRun struct {
 	e    *scaleEnv
 	k    int64
 	dir  string
-	topo consumers.Topology
+	topo wire.Topology
 
 	mu       sync.Mutex
 	outcomes map[string]time.Time // request id → when its succeeded event arrived
@@ -146,7 +146,7 @@ func (e *scaleEnv) newRun(b *testing.B) *scaleRun {
 	b.Helper()
 	k := e.runs.Add(1)
 	r := &scaleRun{e: e, k: k, dir: b.TempDir(), outcomes: map[string]time.Time{}, all: make(chan struct{})}
-	r.topo = consumers.Topology{
+	r.topo = wire.Topology{
 		RequestsStream: fmt.Sprintf("SCALE%d_REQUESTS", k), RequestsPrefix: fmt.Sprintf("scale%d.requests", k),
 		QuarantineStream: fmt.Sprintf("SCALE%d_QUARANTINE", k), QuarantinePrefix: fmt.Sprintf("scale%d.quarantine", k),
 		OutcomesStream: fmt.Sprintf("SCALE%d_OUTCOMES", k), OutcomesPrefix: fmt.Sprintf("scale%d.outcomes", k),
@@ -433,7 +433,7 @@ func readTail(path string) string {
 func (r *scaleRun) publish(b *testing.B, n int) map[string]uint64 {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := r.e.js.PauseConsumer(ctx, r.topo.RequestsStream, consumers.Durable(scalePersona), time.Now().Add(time.Hour)); err != nil {
+	if _, err := r.e.js.PauseConsumer(ctx, r.topo.RequestsStream, wire.Durable(scalePersona), time.Now().Add(time.Hour)); err != nil {
 		b.Fatalf("pause: %v", err)
 	}
 	r.mu.Lock()
@@ -482,7 +482,7 @@ func (r *scaleRun) publish(b *testing.B, n int) map[string]uint64 {
 func (r *scaleRun) resume(b *testing.B) time.Time {
 	b.Helper()
 	start := time.Now()
-	if _, err := r.e.js.ResumeConsumer(context.Background(), r.topo.RequestsStream, consumers.Durable(scalePersona)); err != nil {
+	if _, err := r.e.js.ResumeConsumer(context.Background(), r.topo.RequestsStream, wire.Durable(scalePersona)); err != nil {
 		b.Fatalf("resume: %v", err)
 	}
 	return start

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -68,7 +69,7 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			js := testenv.StartNATS(t).JetStream(t)
-			topo := consumers.Topology{}.WithDefaults()
+			topo := wire.Topology{}.WithDefaults()
 			if tc.old { // as an earlier version provisioned them
 				_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy})
 				require.NoError(t, err)
@@ -97,18 +98,18 @@ func TestFindOpenSkipsAckedRequestsOnALimitsStream(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	js := testenv.StartNATS(t).JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(ctx, js, topo, []consumers.ConsumerSpec{{Persona: "p", AckWait: 5 * time.Second, MaxAckPending: 8}}))
 	publish := func(persona string) string {
 		req := schemas.NewRequest("t-open", "main", persona)
-		_, err := consumers.PublishRequest(ctx, js, topo, req)
+		_, err := wire.PublishRequest(ctx, js, topo, req)
 		require.NoError(t, err)
 		return req.RequestID
 	}
 	for range 3 {
 		publish("p")
 	}
-	c, err := js.Consumer(ctx, topo.RequestsStream, consumers.Durable("p"))
+	c, err := js.Consumer(ctx, topo.RequestsStream, wire.Durable("p"))
 	require.NoError(t, err)
 	b, err := c.Fetch(3, jetstream.FetchMaxWait(time.Second))
 	require.NoError(t, err)
@@ -117,13 +118,13 @@ func TestFindOpenSkipsAckedRequestsOnALimitsStream(t *testing.T) {
 	}
 	open := publish("p")
 	all := func(*schemas.PersonaRequest) bool { return true }
-	found, err := consumers.FindOpen(ctx, js, topo, all)
+	found, err := wire.FindOpen(ctx, js, topo, all)
 	require.NoError(t, err)
 	require.Len(t, found, 1)
 	require.Equal(t, open, found[0].Request.RequestID)
 
 	ghost := publish("ghost") // no consumer: no ack floor covers it
-	found, err = consumers.FindOpen(ctx, js, topo, all)
+	found, err = wire.FindOpen(ctx, js, topo, all)
 	require.NoError(t, err)
 	var ids []string
 	for _, o := range found {

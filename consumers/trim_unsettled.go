@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // Unsettled counts the requests not settled yet: queued, running or
@@ -31,7 +33,7 @@ func Unsettled(ctx context.Context, js jetstream.JetStream, t Topology) (uint64,
 	if err := l.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return 0, fmt.Errorf("consumers of %s: %w", t.RequestsStream, err)
 	}
-	unserved, err := UnservedRequests(ctx, js, t)
+	unserved, err := wire.UnservedRequests(ctx, js, t)
 	if err != nil {
 		return 0, err
 	}

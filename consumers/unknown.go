@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
@@ -17,55 +17,6 @@ import (
 // DefaultUnknownPersonaGrace is how long a request for a persona that no
 // replica serves waits before it is quarantined as unknown_persona.
 const DefaultUnknownPersonaGrace = 5 * time.Minute
-
-// Unserved is a requests subject that no persona consumer reads.
-type Unserved struct {
-	Persona string
-	Subject string
-	Pending uint64
-	// Oldest is when its oldest request was stored.
-	Oldest time.Time
-}
-
-// UnservedRequests lists requests waiting on subjects that no persona
-// consumer serves (a typo in a persona name, or a persona not deployed).
-func UnservedRequests(ctx context.Context, js jetstream.JetStream, t Topology) ([]Unserved, error) {
-	t = t.WithDefaults()
-	s, err := js.Stream(ctx, t.RequestsStream)
-	if err != nil {
-		return nil, fmt.Errorf("requests stream %s: %w", t.RequestsStream, err)
-	}
-	served, err := servedPersonas(ctx, js, t)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(t.RequestsPrefix+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("requests stream %s subjects: %w", t.RequestsStream, err)
-	}
-	var out []Unserved
-	for subj, n := range info.State.Subjects {
-		persona := strings.TrimPrefix(subj, t.RequestsPrefix+".")
-		if contains(served, persona) || n == 0 {
-			continue
-		}
-		u := Unserved{Persona: persona, Subject: subj, Pending: n}
-		if raw, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj)); err == nil {
-			u.Oldest = raw.Time
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 // sweepUnknown quarantines, every interval, the requests that waited past
 // the grace period on a subject no replica serves. Records are idempotent,
@@ -79,7 +30,7 @@ func (r *Runtime) sweepUnknown(ctx context.Context, grace time.Duration) {
 }
 
 func (r *Runtime) quarantineUnknown(ctx context.Context, grace time.Duration) error {
-	unserved, err := UnservedRequests(ctx, r.js, r.topo)
+	unserved, err := wire.UnservedRequests(ctx, r.js, r.topo)
 	if err != nil {
 		return err
 	}
@@ -96,7 +47,7 @@ func (r *Runtime) quarantineUnknown(ctx context.Context, grace time.Duration) er
 
 // quarantineSubject moves the subject's requests older than grace to the
 // quarantine, oldest first: record stored, then the request removed.
-func (r *Runtime) quarantineSubject(ctx context.Context, s jetstream.Stream, u Unserved, grace time.Duration) error {
+func (r *Runtime) quarantineSubject(ctx context.Context, s jetstream.Stream, u wire.Unserved, grace time.Duration) error {
 	for seq := uint64(1); ; {
 		raw, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(u.Subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -29,8 +29,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // k8sDir is the kustomize base under test.
@@ -423,7 +423,7 @@ func TestKubernetesDeploymentMatchesConfig(t *testing.T) {
 		topo := b.config.Topology().WithDefaults()
 		var want, got []string
 		for name := range b.config.PersonaConfigs {
-			want = append(want, consumers.Durable(name))
+			want = append(want, wire.Durable(name))
 		}
 		account := natsAccount(t)
 		for _, tr := range so.Triggers {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	pqclient "github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -154,7 +155,7 @@ func publishAs(t *testing.T, c *client, persona, task string) *schemas.PersonaRe
 	req := schemas.NewRequest(task, "main", persona)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := consumers.PublishRequest(ctx, c.js, consumers.Topology{}, req)
+	_, err := wire.PublishRequest(ctx, c.js, wire.Topology{}, req)
 	require.NoError(t, err, "%s publishes a %s request", c.user, persona)
 	return req
 }
@@ -299,7 +300,7 @@ func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
 
 // outputsOutOfLine keeps every output over one byte in the object store,
 // so the test exercises both users' object store permissions.
-var outputsOutOfLine = consumers.Topology{InlineOutputMax: 1}
+var outputsOutOfLine = wire.Topology{InlineOutputMax: 1}
 
 // withoutRequestKey counts terminal records by outcome and persona.
 func withoutRequestKey(counts map[string]uint64) map[string]uint64 {
@@ -320,7 +321,7 @@ func TestNATSPermissionsMaxDeliveries(t *testing.T) {
 	admin, replicaUser, publisher := dial(t, srv, "admin"), dial(t, srv, "personaq"), dial(t, srv, "publisher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, consumers.Provision(ctx, admin.js, consumers.Topology{}, []consumers.ConsumerSpec{
+	require.NoError(t, consumers.Provision(ctx, admin.js, wire.Topology{}, []consumers.ConsumerSpec{
 		{Persona: "flaky", AckWait: 300 * time.Millisecond, MaxAckPending: 10, MaxDeliver: 1},
 	}))
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)

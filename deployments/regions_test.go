@@ -19,6 +19,7 @@ import (
 
 	"github.com/personaq/personaq/cmd/cli"
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -163,7 +164,7 @@ func TestRegionsQuarantineSourcedToHub(t *testing.T) {
 		for other, s := range sites {
 			_, err := s.admin.js.Stream(ctx, "PERSONAQ_OUTCOMES")
 			require.NoError(t, err)
-			n := countSubjectsContaining(t, s.admin, consumers.RequestKey(id))
+			n := countSubjectsContaining(t, s.admin, wire.RequestKey(id))
 			if other == name {
 				require.Equal(t, 1, n, "%s's request has its terminal record in %s", name, other)
 			} else {

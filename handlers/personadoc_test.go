@@ -22,7 +22,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"

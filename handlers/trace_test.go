@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// personaq installs the W3C propagator at start (tracing.Setup).
+// personaq installs the W3C propagator at start (cmd/telemetry Setup).
 func init() { otel.SetTextMapPropagator(propagation.TraceContext{}) }
 
 // attemptContext is an attempt's context carrying a span context, the

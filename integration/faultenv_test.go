@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -478,7 +479,7 @@ func (e *faultEnv) keepLogs() {
 func (e *faultEnv) consumerLeader(persona string) string {
 	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 	defer cancel()
-	c, err := e.js.Consumer(ctx, topo.RequestsStream, consumers.Durable(persona))
+	c, err := e.js.Consumer(ctx, topo.RequestsStream, wire.Durable(persona))
 	if err != nil {
 		return ""
 	}
@@ -515,7 +516,7 @@ func (e *faultEnv) provision() {
 	waitUntil(e.t, "the cluster places the streams", time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 		defer cancel()
-		err = consumers.Provision(ctx, e.js, consumers.Topology{Replicas: len(e.nats)}, nil)
+		err = consumers.Provision(ctx, e.js, wire.Topology{Replicas: len(e.nats)}, nil)
 		return err == nil
 	})
 	require.NoError(e.t, err)

@@ -14,13 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
 // topo is the default topology the replicas' configs use.
-var topo = consumers.Topology{}.WithDefaults()
+var topo = wire.Topology{}.WithDefaults()
 
 // observer reads the outcome and quarantine streams from the host, the
 // way an operator's tooling would: by stream sequence, so nothing is missed
@@ -419,7 +419,7 @@ func (e *env) publish(reqs ...*schemas.PersonaRequest) {
 		deadline := time.Now().Add(90 * time.Second)
 		for {
 			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-			_, err := consumers.PublishRequest(ctx, e.js, consumers.Topology{}, r)
+			_, err := wire.PublishRequest(ctx, e.js, wire.Topology{}, r)
 			cancel()
 			if err == nil {
 				break

@@ -4,7 +4,7 @@ import "strings"
 
 // Default names of the streams, subject prefixes, consumers and buckets
 // every personaq process shares. A deployment may rename them
-// (consumers.Topology, saga.Topology); these are what it starts from.
+// (wire.Topology, saga.Topology); these are what it starts from.
 const (
 	// DefaultRequestsStream holds persona requests (limits retention,
 	// trimmed up to each persona consumer's ack floor).

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 )
@@ -43,7 +44,7 @@ func TestCancelRequestRoute(t *testing.T) {
 	require.Equal(t, "all", rec["cancelled_by"], "the token's name")
 	select {
 	case cause := <-causes:
-		require.ErrorIs(t, cause, consumers.ErrCancelled)
+		require.ErrorIs(t, cause, wire.ErrCancelled)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the running attempt was not stopped")
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // Scope is what a token allows.
@@ -47,9 +47,9 @@ func (t Token) allows(s Scope) bool {
 type Config struct {
 	// JetStream client; its connection is the Server's NATS. Required.
 	JetStream jetstream.JetStream
-	// Topology names the streams. Default: consumers.Topology{} with
+	// Topology names the streams. Default: wire.Topology{} with
 	// defaults.
-	Topology consumers.Topology
+	Topology wire.Topology
 	// Tokens the server accepts. Required: at least one.
 	Tokens []Token
 	// Logger receives decisions (refused tokens by name, truncated index,

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -42,7 +42,7 @@ func newIndex(max int, log zerolog.Logger) *index {
 
 // follow feeds the index from both streams until ctx ends; ordered
 // consumers recreate themselves across reconnects.
-func (x *index) follow(ctx context.Context, js jetstream.JetStream, t consumers.Topology) {
+func (x *index) follow(ctx context.Context, js jetstream.JetStream, t wire.Topology) {
 	stops := []func(){}
 	for _, f := range []struct {
 		stream, subjects string

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -22,7 +22,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OpTimeout)
 	defer cancel()
 	rec, err := s.records.Lookup(ctx, id)
-	if errors.Is(err, consumers.ErrNoOutcome) {
+	if errors.Is(err, wire.ErrNoOutcome) {
 		s.noOutput(w, r, id)
 		return
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // hubBuffer is how many chunks wait for one event stream; past it the
@@ -36,7 +36,7 @@ type outputWatch struct {
 	lagged chan struct{} // closed when the hub dropped a chunk for it
 }
 
-func newOutputHub(t consumers.Topology) *outputHub {
+func newOutputHub(t wire.Topology) *outputHub {
 	return &outputHub{prefix: t.Output.Prefix + ".", buffer: hubBuffer, watchers: map[string]map[*outputWatch]struct{}{}}
 }
 
@@ -93,7 +93,7 @@ func (h *outputHub) dispatch(m jetstream.Msg) {
 // watch registers a stream following requestID; nil when the hub is not
 // following the output stream (the stream then follows its request alone).
 func (h *outputHub) watch(requestID string) *outputWatch {
-	key := consumers.RequestKey(requestID)
+	key := wire.RequestKey(requestID)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.ready {
@@ -111,7 +111,7 @@ func (h *outputHub) watch(requestID string) *outputWatch {
 func (h *outputHub) unwatch(requestID string, w *outputWatch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dropLocked(consumers.RequestKey(requestID), w)
+	h.dropLocked(wire.RequestKey(requestID), w)
 }
 
 func (h *outputHub) dropLocked(key string, w *outputWatch) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -23,7 +24,7 @@ func TestOutputHubLaggingStreamLosesNothing(t *testing.T) {
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
 	ctx := context.Background()
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(ctx, js, topo, nil))
 	s, err := New(Config{JetStream: js, Tokens: []Token{{Name: "t", Secret: "a-token-long-enough-for-this", Scopes: AllScopes}}})
 	require.NoError(t, err)

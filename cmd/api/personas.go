@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -63,7 +63,7 @@ func (s *Server) servedPersonas(ctx context.Context) ([]Persona, error) {
 	out := []Persona{}
 	lister := st.ListConsumers(ctx)
 	for info := range lister.Info() {
-		name, ok := strings.CutPrefix(info.Name, consumers.Durable(""))
+		name, ok := strings.CutPrefix(info.Name, wire.Durable(""))
 		if !ok {
 			continue
 		}
@@ -85,7 +85,7 @@ func (s *Server) servedPersonas(ctx context.Context) ([]Persona, error) {
 // persona reads one persona's policy and its step budget for a request
 // that names no policy of its own.
 func (s *Server) persona(ctx context.Context, name string) (Persona, error) {
-	info, err := consumers.LookupPersona(ctx, s.js, s.cfg.Topology, name)
+	info, err := wire.LookupPersona(ctx, s.js, s.cfg.Topology, name)
 	if err != nil {
 		return Persona{}, err
 	}

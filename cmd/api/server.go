@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas/openapi"
 )
 
@@ -24,8 +24,8 @@ type Server struct {
 	js        jetstream.JetStream
 	nc        *nats.Conn
 	client    *client.Client
-	records   *consumers.Outcomes
-	submitter *consumers.Submitter
+	records   *wire.Outcomes
+	submitter *wire.Submitter
 	tokens    *tokenSet
 	log       zerolog.Logger
 	waiters   *waiters
@@ -56,7 +56,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, js: cfg.JetStream, nc: cfg.JetStream.Conn(), client: c, log: log,
-		records: consumers.NewOutcomes(cfg.JetStream, cfg.Topology), tokens: newTokenSet(cfg.Tokens),
+		records: wire.NewOutcomes(cfg.JetStream, cfg.Topology), tokens: newTokenSet(cfg.Tokens),
 		waiters: newWaiters(log), index: newIndex(cfg.IndexSize, log), lookups: make(chan struct{}, cfg.MaxLookups),
 		parkedSet: map[*parked]struct{}{}, lookupQ: make(chan *parked, 1<<16),
 	}
@@ -64,7 +64,7 @@ func New(cfg Config) (*Server, error) {
 	// own submits, and the records its subscription delivers, ahead of the
 	// streams the index follows.
 	s.waiters.seen = s.index.applyRecord
-	s.submitter = consumers.NewSubmitter(cfg.JetStream, cfg.Topology, s.records)
+	s.submitter = wire.NewSubmitter(cfg.JetStream, cfg.Topology, s.records)
 	s.outputs = objectStores{js: cfg.JetStream, byName: map[string]jetstream.ObjectStore{}}
 	s.outputHub = newOutputHub(cfg.Topology)
 	s.handler = s.routes()

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -62,7 +62,7 @@ func (s *Server) statusOf(ctx context.Context, requestID string) (*RequestStatus
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	keep := func(err error) {
-		if err != nil && !errors.Is(err, consumers.ErrNoOutcome) && !errors.Is(err, consumers.ErrNoAttemptEvent) {
+		if err != nil && !errors.Is(err, wire.ErrNoOutcome) && !errors.Is(err, wire.ErrNoAttemptEvent) {
 			mu.Lock()
 			l.err = errors.Join(l.err, err)
 			mu.Unlock()

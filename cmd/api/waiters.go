@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -119,7 +119,7 @@ func (ws *waiters) stop() {
 
 // add registers a waiter for requestID; remove it when done.
 func (ws *waiters) add(requestID string) *waiter {
-	w := &waiter{key: consumers.RequestKey(requestID), wake: make(chan *schemas.OutcomeEvent, 1)}
+	w := &waiter{key: wire.RequestKey(requestID), wake: make(chan *schemas.OutcomeEvent, 1)}
 	ws.mu.Lock()
 	set := ws.byKey[w.key]
 	if set == nil {

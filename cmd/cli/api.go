@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/personaq/personaq/cmd/api"
-	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 func init() { register(newAPICmd) }
@@ -189,7 +189,7 @@ func devAPIToken() (string, bool) {
 // devAPI is the API server `personaq dev` mounts on its console listener.
 func devAPI(ctx context.Context, js jetstream.JetStream, log zerolog.Logger) (*api.Server, string, bool, error) {
 	token, generated := devAPIToken()
-	srv, err := api.New(api.Config{JetStream: js, Topology: consumers.Topology{},
+	srv, err := api.New(api.Config{JetStream: js, Topology: wire.Topology{},
 		Tokens: []api.Token{{Name: "env", Secret: token, Scopes: api.AllScopes}}, Logger: &log})
 	if err != nil {
 		return nil, "", false, err

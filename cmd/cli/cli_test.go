@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/cmd/cli"
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -123,7 +123,7 @@ personas:
 	}()
 	js := n.JetStream(t)
 	require.Eventually(t, func() bool {
-		_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("flaky"))
+		_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable("flaky"))
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond, "serve provisions the persona's consumer")
 
@@ -259,7 +259,7 @@ func serveYAML(t *testing.T, yaml string, personas ...string) (string, jetstream
 	js := n.JetStream(t)
 	for _, p := range personas {
 		require.Eventually(t, func() bool {
-			_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable(p))
+			_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable(p))
 			return err == nil
 		}, 20*time.Second, 20*time.Millisecond, "serve provisions %s", p)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/saga"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -155,7 +156,7 @@ A saga whose kind has no handler is quarantined, never left running.`,
 			pol := retry.LocalPolicy()
 			pol.MaxAttempts, pol.AttemptTimeout = f.attempts, f.timeout
 			r, err := saga.NewRunner(saga.Config{JetStream: js, Handlers: hs, Policy: pol, Logger: &log,
-				Writer: dlq.NewWriter(js, consumers.Topology{}.WithDefaults().QuarantineSubject, dlq.WithWriterLogger(&log))})
+				Writer: dlq.NewWriter(js, wire.Topology{}.WithDefaults().QuarantineSubject, dlq.WithWriterLogger(&log))})
 			if err != nil {
 				return err
 			}
@@ -289,7 +290,7 @@ func compPrintSweep(w io.Writer, rep *saga.Report) {
 // stream is missing (compensation_failed records go there); an existing
 // one is left as configured.
 func compEnsureQuarantine(ctx context.Context, js jetstream.JetStream) error {
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	if _, err := js.Stream(ctx, topo.QuarantineStream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return consumers.Provision(ctx, js, topo, nil)
 	} else if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers/console"
+	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/consumers/ledger"
 )
 
@@ -48,7 +48,7 @@ random token is made and printed once) and carry CSRF protection;
 		RunE: func(cmd *cobra.Command, _ []string) error { return runConsole(cmd.Context(), g, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "host:port to serve the console on")
+	fl.StringVar(&f.listen, "listen", console.DefaultListen, "host:port to serve the console on")
 	fl.StringVar(&f.token, "token", os.Getenv(consoleTokenEnv), "token that allows actions (env "+consoleTokenEnv+")")
 	fl.BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action")
 	return cmd

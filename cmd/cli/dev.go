@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -59,7 +60,7 @@ prints each outcome as it happens. Delays are scaled by --time-scale.`,
 	fl.IntVar(&f.perPersona, "per-persona", 2, "sample requests published per demo persona (0: just serve)")
 	fl.DurationVar(&f.timeout, "settle-timeout", 2*time.Minute, "with --once: fail if the workload has not settled by then")
 	metricsFlag(fl, &f.metrics)
-	fl.StringVar(&f.console, "console", "127.0.0.1:8080", `host:port for the web console (a free port if taken; "" : off)`)
+	fl.StringVar(&f.console, "console", console.DefaultListen, `host:port for the web console (a free port if taken; "" : off)`)
 	return cmd
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -108,7 +108,7 @@ func seqText(seq uint64) string {
 
 // watchOutcomes streams new outcome events (an ordered, ephemeral consumer).
 func watchOutcomes(ctx context.Context, js jetstream.JetStream) (<-chan *schemas.OutcomeEvent, error) {
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	cons, err := js.OrderedConsumer(ctx, topo.OutcomesStream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 	})

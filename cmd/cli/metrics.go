@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
+	"github.com/personaq/personaq/cmd/metrics"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/metrics"
 )
 
 // metricsFlag adds --metrics-addr to a command that runs a replica.

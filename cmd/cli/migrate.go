@@ -14,8 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 func init() { register(newMigrateCmd) }
@@ -48,7 +49,7 @@ ended before the migration (its ack lost) is settled from its terminal record wh
 delivered again, not run again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t := consumers.Topology{}
+			t := wire.Topology{}
 			if path != "" {
 				cfg, err := config.Load(path, os.LookupEnv)
 				if err != nil {
@@ -76,7 +77,7 @@ delivered again, not run again.`,
 
 // migrateRequests moves t's requests stream to limits retention through a
 // holding stream and returns how many requests it moved.
-func migrateRequests(ctx context.Context, js jetstream.JetStream, t consumers.Topology, wait time.Duration, out io.Writer) (int, error) {
+func migrateRequests(ctx context.Context, js jetstream.JetStream, t wire.Topology, wait time.Duration, out io.Writer) (int, error) {
 	t = t.WithDefaults()
 	hold := holdStream(t)
 	old, err := js.Stream(ctx, t.RequestsStream)
@@ -101,7 +102,7 @@ func migrateRequests(ctx context.Context, js jetstream.JetStream, t consumers.To
 
 // holdStream is where the open requests wait while the requests stream is
 // replaced: limits retention, one subject per request.
-func holdStream(t consumers.Topology) jetstream.StreamConfig {
+func holdStream(t wire.Topology) jetstream.StreamConfig {
 	name := t.RequestsStream + "_MIGRATION"
 	return jetstream.StreamConfig{
 		Name: name, Subjects: []string{"personaq-migration." + t.RequestsStream + ".>"},
@@ -198,7 +199,7 @@ func waitIdle(ctx context.Context, s jetstream.Stream, wait time.Duration) error
 // new requests stream (with its message id, so a copy resumed within the
 // duplicate window is not stored twice), deleting each from the holding
 // stream once stored, then the holding stream.
-func restoreRequests(ctx context.Context, js jetstream.JetStream, t consumers.Topology, hold jetstream.StreamConfig) (int, error) {
+func restoreRequests(ctx context.Context, js jetstream.JetStream, t wire.Topology, hold jetstream.StreamConfig) (int, error) {
 	h, err := js.Stream(ctx, hold.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil

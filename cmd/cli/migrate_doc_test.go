@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -30,13 +31,13 @@ func TestDurabilityDocMigrationRuns(t *testing.T) {
 	ctx := context.Background()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
 	})
 	require.NoError(t, err)
 	for range 3 {
-		_, err := consumers.PublishRequest(ctx, js, topo, schemas.NewRequest("t-doc", "main", "planner"))
+		_, err := wire.PublishRequest(ctx, js, topo, schemas.NewRequest("t-doc", "main", "planner"))
 		require.NoError(t, err)
 	}
 

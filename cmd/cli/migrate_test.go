@@ -12,6 +12,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -57,7 +58,7 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 	ctx := context.Background()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{ // as an earlier version provisioned it
 		Name: topo.RequestsStream, Subjects: []string{topo.RequestsPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
 		Description: "personaq persona requests",
@@ -77,7 +78,7 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 	)
 	publish := func() {
 		req := schemas.NewRequest("t-mig", "main", "mig")
-		_, err := consumers.PublishRequest(ctx, js, topo, req)
+		_, err := wire.PublishRequest(ctx, js, topo, req)
 		require.NoError(t, err)
 		idsMu.Lock()
 		ids = append(ids, req.RequestID)
@@ -110,7 +111,7 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 			default:
 			}
 			req := schemas.NewRequest("t-mig", "main", "mig")
-			if _, err := consumers.PublishRequest(ctx, js, topo, req); err != nil {
+			if _, err := wire.PublishRequest(ctx, js, topo, req); err != nil {
 				refused++
 			} else {
 				acked++
@@ -142,7 +143,7 @@ func TestMigrateRequestsKeepsEveryOpenRequestAndRunsNoneTwice(t *testing.T) {
 
 	stop = migrationReplica(t, js, l, &runs)
 	defer stop()
-	outcomes := consumers.NewOutcomes(js, topo)
+	outcomes := wire.NewOutcomes(js, topo)
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			if _, err := outcomes.Lookup(ctx, id); err != nil {

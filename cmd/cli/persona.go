@@ -18,6 +18,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 func init() { register(newPersonaCmd) }
@@ -35,7 +36,7 @@ func newPersonaCmd(g *globals) *cobra.Command {
 		Use:   "persona",
 		Short: "Pause, resume and list personas across every replica (their shared durable consumers)",
 	}
-	cmd.PersistentFlags().StringVar(&stream, "stream", consumers.Topology{}.WithDefaults().RequestsStream, "requests stream (topology.requests_stream)")
+	cmd.PersistentFlags().StringVar(&stream, "stream", wire.Topology{}.WithDefaults().RequestsStream, "requests stream (topology.requests_stream)")
 	cmd.AddCommand(newPersonaPauseCmd(g, &stream), newPersonaResumeCmd(g, &stream), newPersonaLsCmd(g, &stream))
 	return cmd
 }
@@ -153,7 +154,7 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 // personaConsumer checks that persona has a consumer on stream, naming the
 // known personas when it has not.
 func personaConsumer(ctx context.Context, js jetstream.JetStream, stream, persona string) (string, error) {
-	durable := consumers.Durable(persona)
+	durable := wire.Durable(persona)
 	_, err := js.Consumer(ctx, stream, durable)
 	switch {
 	case err == nil:
@@ -261,7 +262,7 @@ func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([
 	views := []personaView{}
 	lister := s.ListConsumers(ctx)
 	for info := range lister.Info() {
-		persona, ok := strings.CutPrefix(info.Name, consumers.Durable(""))
+		persona, ok := strings.CutPrefix(info.Name, wire.Durable(""))
 		if !ok {
 			continue
 		}
@@ -280,7 +281,7 @@ func listPersonas(ctx context.Context, js jetstream.JetStream, stream string) ([
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("list consumers of %s: %w", stream, err)
 	}
-	unserved, err := consumers.UnservedRequests(ctx, js, consumers.Topology{RequestsStream: stream})
+	unserved, err := wire.UnservedRequests(ctx, js, wire.Topology{RequestsStream: stream})
 	if err != nil {
 		return nil, err
 	}

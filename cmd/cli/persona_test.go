@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -93,7 +94,7 @@ func TestPersonaPauseAndResumeAcrossARunningReplica(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return rt.Ready() == nil }, 10*time.Second, 10*time.Millisecond)
 	publishTask := func(persona, task string) {
-		_, err := consumers.PublishRequest(context.Background(), js, consumers.Topology{}, schemas.NewRequest(task, "main", persona))
+		_, err := wire.PublishRequest(context.Background(), js, wire.Topology{}, schemas.NewRequest(task, "main", persona))
 		require.NoError(t, err)
 	}
 	publishTask("echo", "before-pause")

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
+	"github.com/personaq/personaq/cmd/config"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -148,7 +148,7 @@ func builtinDefaults() (retry.PersonaDefaults, error) {
 // persona's policy.
 func (f explainFlags) resolve(base retry.Policy, req *schemas.PersonaRequest) (retry.Policy, error) {
 	if req != nil {
-		return consumers.RequestPolicy(base, req, nil)
+		return wire.RequestPolicy(base, req, nil)
 	}
 	if f.preset == "" {
 		return base, nil

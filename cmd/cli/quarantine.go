@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
@@ -41,7 +41,7 @@ original subject, headers and payload, the reason and the whole error history.
 --stream reads another stream of quarantine records, such as a hub's
 PERSONAQ_QUARANTINE_ALL that sources every region's (deployments/nats/regions).`,
 	}
-	cmd.PersistentFlags().String("stream", consumers.Topology{}.WithDefaults().QuarantineStream, "the quarantine stream to read")
+	cmd.PersistentFlags().String("stream", wire.Topology{}.WithDefaults().QuarantineStream, "the quarantine stream to read")
 	cmd.AddCommand(newQuarantineLsCmd(g), newQuarantineStatsCmd(g), newQuarantineShowCmd(g),
 		newQuarantineReplayCmd(g), newQuarantinePurgeCmd(g))
 	return cmd
@@ -126,7 +126,7 @@ func (g *globals) quarantineInspector(cmd *cobra.Command) (*dlq.Inspector, func(
 	if err != nil {
 		return nil, nil, err
 	}
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	if f := cmd.Flag("stream"); f != nil && f.Value.String() != "" {
 		topo.QuarantineStream = f.Value.String()
 	}

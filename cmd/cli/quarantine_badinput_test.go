@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -111,7 +112,7 @@ func TestQuarantineShowReadsOutOfLinePayload(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(context.Background(), js, topo, nil))
 	payload := make([]byte, 800_000)
 	_, err := rand.Read(payload)

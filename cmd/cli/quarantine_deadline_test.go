@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -22,7 +23,7 @@ func TestQuarantineReplayDryRunShowsTheDeadline(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(context.Background(), js, topo, nil))
 	req := schemas.NewRequest("story-43", "review", "terminal")
 	req.CreatedAt = time.Now().Add(-time.Hour).UTC()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/personaq/personaq/cmd/cli"
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
@@ -42,7 +43,7 @@ func newQuarantineEnv(t *testing.T) *quarantineEnv {
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
 	c := context.Background()
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(c, js, topo, nil))
 	w := dlq.NewWriter(js, topo.QuarantineSubject)
 	env := &quarantineEnv{url: n.URL(), seqs: map[string]uint64{}, n: n}
@@ -287,7 +288,7 @@ func TestQuarantineReplayVerbatimSaysItWillFailAgain(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	require.NoError(t, consumers.Provision(context.Background(), js, topo, nil))
 	seq, _, err := dlq.NewWriter(js, topo.QuarantineSubject).Put(context.Background(), &schemas.QuarantineRecord{
 		SchemaVersion: schemas.Version, ID: "q.PERSONAQ_REQUESTS.5", Reason: schemas.ReasonInvalidMessage,

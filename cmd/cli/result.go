@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -71,7 +71,7 @@ func showResult(ctx context.Context, w io.Writer, js jetstream.JetStream, reques
 		wait = 0 // waited already
 	}
 	rec, err := c.Record(ctx, requestID)
-	if errors.Is(err, consumers.ErrNoOutcome) && wait > 0 {
+	if errors.Is(err, wire.ErrNoOutcome) && wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		_, err = c.Await(wctx, requestID)
@@ -79,7 +79,7 @@ func showResult(ctx context.Context, w io.Writer, js jetstream.JetStream, reques
 			rec, err = c.Record(ctx, requestID)
 		}
 	}
-	if errors.Is(err, consumers.ErrNoOutcome) {
+	if errors.Is(err, wire.ErrNoOutcome) {
 		return fmt.Errorf("request %s has no terminal record: still running, never published, or older than the outcomes retention", requestID)
 	}
 	if err != nil {

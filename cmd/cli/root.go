@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+
+	"github.com/personaq/personaq/cmd/config"
 )
 
 // ExitError carries a specific exit code out of a command (e.g. a sweep
@@ -77,7 +79,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetVersionTemplate("personaq {{.Version}}\n")
 	f := root.PersistentFlags()
-	f.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env NATS_URL)")
+	f.StringVar(&g.natsURL, "nats-url", envOr("NATS_URL", config.DefaultNATSURL), "NATS server URL(s), comma separated (env NATS_URL)")
 	f.StringVar(&g.redisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL for the attempt ledger (env REDIS_URL)")
 	f.StringVar(&g.logLevel, "log-level", envOr("PERSONAQ_LOG_LEVEL", "info"), "log level: trace|debug|info|warn|error")
 	f.StringVar(&g.logFormat, "log-format", envOr("PERSONAQ_LOG_FORMAT", "console"), "log format: json|console")

@@ -6,9 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers"
-	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/flow"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
@@ -55,7 +56,7 @@ func newStreamsCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "streams ready: %s, %s, %s (replicas %d); consumers:", t.RequestsStream, t.QuarantineStream, t.OutcomesStream, t.Replicas)
 			for _, p := range personas {
-				fmt.Fprintf(g.stdout, " %s", consumers.Durable(p.Name))
+				fmt.Fprintf(g.stdout, " %s", wire.Durable(p.Name))
 			}
 			fmt.Fprintf(g.stdout, "; quarantine buckets: %s (index), %s (large payloads)\n", schemas.DefaultQuarantineIndexBucket, schemas.DefaultQuarantinePayloadBucket)
 			return nil

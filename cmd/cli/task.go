@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/personaq/personaq/cmd/config"
 	"github.com/personaq/personaq/consumers/client"
-	"github.com/personaq/personaq/consumers/config"
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"

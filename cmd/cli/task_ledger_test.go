@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -31,7 +31,7 @@ func TestTaskShowNamesItsLedgerAndFallsBackOnTerminalRecords(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, func() bool {
-		_, err := n.JetStream(t).Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("echo"))
+		_, err := n.JetStream(t).Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable("echo"))
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond)
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)

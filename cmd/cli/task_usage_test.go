@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 )
 
@@ -41,7 +41,7 @@ func TestTaskShowPrintsUsageAndBudgetExhausted(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-served })
 	js := n.JetStream(t)
 	require.Eventually(t, func() bool {
-		_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", consumers.Durable("spender"))
+		_, err := js.Consumer(context.Background(), "PERSONAQ_REQUESTS", wire.Durable("spender"))
 		return err == nil
 	}, 20*time.Second, 20*time.Millisecond, "serve provisions spender")
 

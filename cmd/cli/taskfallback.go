@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // errNoLedgerEntries: the ledger `task show` reads has nothing for the task
@@ -27,7 +27,7 @@ func recordsOnly(ctx context.Context, g *globals, task, only, which string, caus
 		return nil, fmt.Errorf("%w in %s, and its terminal records could not be read: %w", cause, which, err)
 	}
 	defer nc.Close()
-	found, err := consumers.NewOutcomes(js, consumers.Topology{}).ForTask(ctx, task)
+	found, err := wire.NewOutcomes(js, wire.Topology{}).ForTask(ctx, task)
 	if err != nil {
 		return nil, fmt.Errorf("%w in %s, and its terminal records could not be read: %w", cause, which, err)
 	}

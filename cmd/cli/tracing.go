@@ -7,8 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/cmd/telemetry"
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -17,7 +18,7 @@ import (
 // stderr, keeping stdout for the command's output). stop flushes the spans
 // not exported yet, waiting at most 5s.
 func startTracing(ctx context.Context, stderr io.Writer) (stop func(), err error) {
-	shutdown, err := tracing.Setup(ctx, tracing.SetupConfig{Console: stderr})
+	shutdown, err := telemetry.Setup(ctx, telemetry.SetupConfig{Console: stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +33,10 @@ func startTracing(ctx context.Context, stderr io.Writer) (stop func(), err error
 // the demo workload's requests are traced from their submit like a
 // client's.
 func publishTraced(ctx context.Context, js jetstream.JetStream, req *schemas.PersonaRequest) error {
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	ctx, span := tracing.StartSend(ctx, tracing.Tracer(nil), topo.RequestSubject(req.Persona), req.RequestID,
 		tracing.Persona.String(req.Persona), tracing.TaskID.String(req.TaskID), tracing.Step.String(req.Step))
-	ack, err := consumers.PublishRequest(ctx, js, topo, req)
+	ack, err := wire.PublishRequest(ctx, js, topo, req)
 	if err != nil {
 		tracing.EndSend(span, tracing.Sent{}, err)
 		return err

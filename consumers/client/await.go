@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -91,7 +91,7 @@ func (c *Client) awaitRecord(ctx context.Context, requestID string) (*schemas.Ou
 	defer recheck.Stop()
 	for wait := recheckFirst; ; wait = min(2*wait, recheckMax) {
 		rec, err := c.Record(ctx, requestID)
-		if !errors.Is(err, consumers.ErrNoOutcome) {
+		if !errors.Is(err, wire.ErrNoOutcome) {
 			return rec, err
 		}
 		recheck.Reset(wait)
@@ -123,7 +123,7 @@ func (c *Client) storedRecord(ctx context.Context, requestID string) (*schemas.O
 	defer tick.Stop()
 	for {
 		rec, err := c.Record(ctx, requestID)
-		if !errors.Is(err, consumers.ErrNoOutcome) {
+		if !errors.Is(err, wire.ErrNoOutcome) {
 			return rec, err
 		}
 		select {
@@ -135,7 +135,7 @@ func (c *Client) storedRecord(ctx context.Context, requestID string) (*schemas.O
 }
 
 // Record returns requestID's terminal record now, or an error matching
-// consumers.ErrNoOutcome when it has none.
+// wire.ErrNoOutcome when it has none.
 func (c *Client) Record(ctx context.Context, requestID string) (*schemas.OutcomeEvent, error) {
 	return c.records.Lookup(ctx, requestID)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -31,7 +32,7 @@ func record(t *testing.T, id string, outcome schemas.Outcome) *nats.Msg {
 	data, err := json.Marshal(&schemas.OutcomeEvent{SchemaVersion: schemas.Version, RequestID: id, TaskID: "t", Step: "s",
 		Persona: "idle", Outcome: outcome, At: time.Now().UTC()})
 	require.NoError(t, err)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	return &nats.Msg{Subject: topo.OutcomeSubject(string(outcome), "idle", id), Data: data}
 }
 
@@ -42,7 +43,7 @@ func TestAwaitIgnoresARecordTheStreamRefused(t *testing.T) {
 	e := newEnv(t, false)
 	e.idle()
 	const id = "refused-write"
-	filter := consumers.Topology{}.WithDefaults().OutcomeFilter(id)
+	filter := wire.Topology{}.WithDefaults().OutcomeFilter(id)
 	type answer struct {
 		res *client.Result
 		err error
@@ -80,7 +81,7 @@ func TestConcurrentAwaitsCreateNoConsumers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	e.idle()
-	s, err := e.js.Stream(context.Background(), consumers.Topology{}.WithDefaults().OutcomesStream)
+	s, err := e.js.Stream(context.Background(), wire.Topology{}.WithDefaults().OutcomesStream)
 	require.NoError(t, err)
 	// Consumers filtered on the awaited requests' records (the replica has
 	// its own, on the cancelled records).
@@ -120,7 +121,7 @@ func TestAwaitFindsARecordItsSubscriptionMissed(t *testing.T) {
 	e := newEnv(t, false)
 	e.idle()
 	ctx := context.Background()
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "STAGED", Subjects: []string{"staged.>"}})
 	require.NoError(t, err)
 	outcomes, err := e.js.Stream(ctx, topo.OutcomesStream)

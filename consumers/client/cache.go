@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 )
 
 // personaCache keeps what personas' consumers said for a short while: a
@@ -18,11 +18,11 @@ type personaCache struct {
 }
 
 type cachedPersona struct {
-	info consumers.PersonaInfo
+	info wire.PersonaInfo
 	at   time.Time
 }
 
-func (c *personaCache) get(ctx context.Context, name string, read func(context.Context) (consumers.PersonaInfo, error)) (consumers.PersonaInfo, error) {
+func (c *personaCache) get(ctx context.Context, name string, read func(context.Context) (wire.PersonaInfo, error)) (wire.PersonaInfo, error) {
 	if c.ttl > 0 {
 		c.mu.Lock()
 		e, ok := c.byName[name]

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -39,7 +39,7 @@ func (c *Client) Cancel(ctx context.Context, id, reason string, opts ...CancelOp
 	o := cancelOpts(opts)
 	if rec, err := c.Record(ctx, id); err == nil {
 		return rec, fmt.Errorf("cancel request %s: %w as %s", id, ErrAlreadyEnded, rec.Outcome)
-	} else if !errors.Is(err, consumers.ErrNoOutcome) {
+	} else if !errors.Is(err, wire.ErrNoOutcome) {
 		return nil, err
 	}
 	can, err := c.describe(ctx, id)
@@ -47,28 +47,28 @@ func (c *Client) Cancel(ctx context.Context, id, reason string, opts ...CancelOp
 		return nil, err
 	}
 	can.Reason, can.By = reason, o.by
-	return consumers.Cancel(ctx, c.js, c.topo, can)
+	return wire.Cancel(ctx, c.js, c.topo, can)
 }
 
 // describe finds what the cancelled record says of request id: from its
 // latest attempt event, else from the requests stream.
-func (c *Client) describe(ctx context.Context, id string) (consumers.Cancellation, error) {
-	ev, err := consumers.LatestAttempt(ctx, c.js, c.topo, id)
+func (c *Client) describe(ctx context.Context, id string) (wire.Cancellation, error) {
+	ev, err := wire.LatestAttempt(ctx, c.js, c.topo, id)
 	if err != nil {
-		return consumers.Cancellation{}, err
+		return wire.Cancellation{}, err
 	}
 	if ev != nil {
-		return consumers.Cancellation{RequestID: id, Persona: ev.Persona, TaskID: ev.TaskID, Step: ev.Step,
+		return wire.Cancellation{RequestID: id, Persona: ev.Persona, TaskID: ev.TaskID, Step: ev.Step,
 			Attempts: ev.Attempt, CorrelationID: ev.CorrelationID}, nil
 	}
-	open, err := consumers.FindOpen(ctx, c.js, c.topo, func(r *schemas.PersonaRequest) bool { return r.RequestID == id })
+	open, err := wire.FindOpen(ctx, c.js, c.topo, func(r *schemas.PersonaRequest) bool { return r.RequestID == id })
 	if err != nil {
-		return consumers.Cancellation{}, err
+		return wire.Cancellation{}, err
 	}
 	if len(open) == 0 {
-		return consumers.Cancellation{}, fmt.Errorf("cancel request %s: %w", id, ErrUnknownRequest)
+		return wire.Cancellation{}, fmt.Errorf("cancel request %s: %w", id, ErrUnknownRequest)
 	}
-	return consumers.CancellationOf(open[0].Request, "", ""), nil
+	return wire.CancellationOf(open[0].Request, "", ""), nil
 }
 
 // TaskCancel is what CancelTask did.
@@ -87,18 +87,18 @@ type TaskCancel struct {
 // them all.
 func (c *Client) CancelTask(ctx context.Context, taskID, reason string, opts ...CancelOption) (*TaskCancel, error) {
 	o := cancelOpts(opts)
-	open, err := consumers.FindOpen(ctx, c.js, c.topo, func(r *schemas.PersonaRequest) bool { return r.TaskID == taskID })
+	open, err := wire.FindOpen(ctx, c.js, c.topo, func(r *schemas.PersonaRequest) bool { return r.TaskID == taskID })
 	if err != nil {
 		return nil, err
 	}
-	recs, errs := consumers.CancelAll(ctx, c.js, c.topo, open, reason, o.by)
+	recs, errs := wire.CancelAll(ctx, c.js, c.topo, open, reason, o.by)
 	out := &TaskCancel{}
 	var first error
 	for i, rec := range recs {
 		switch {
 		case errs[i] == nil:
 			out.Cancelled = append(out.Cancelled, rec)
-		case errors.Is(errs[i], consumers.ErrAlreadyEnded):
+		case errors.Is(errs[i], wire.ErrAlreadyEnded):
 			out.AlreadyEnded = append(out.AlreadyEnded, rec)
 		case first == nil:
 			first = errs[i]

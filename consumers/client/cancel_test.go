@@ -10,6 +10,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -65,7 +66,7 @@ func TestCancelTaskAcrossPersonas(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	ctx := context.Background()
-	require.NoError(t, consumers.Provision(ctx, e.js, consumers.Topology{}, nil))
+	require.NoError(t, consumers.Provision(ctx, e.js, wire.Topology{}, nil))
 	var mine []*schemas.PersonaRequest
 	for _, p := range []string{"planner", "coder", "tester"} {
 		for range 3 {
@@ -82,7 +83,7 @@ func TestCancelTaskAcrossPersonas(t *testing.T) {
 	done := schemas.NewRequest("wf-cancelled", "done", "planner")
 	_, err = e.c.Submit(ctx, done, client.SkipPersonaCheck())
 	require.NoError(t, err)
-	_, err = consumers.Cancel(ctx, e.js, consumers.Topology{}, consumers.CancellationOf(done, "earlier", "test"))
+	_, err = wire.Cancel(ctx, e.js, wire.Topology{}, wire.CancellationOf(done, "earlier", "test"))
 	require.NoError(t, err)
 
 	res, err := e.c.CancelTask(ctx, "wf-cancelled", "workflow cancelled", client.CancelledBy("cli"))
@@ -94,7 +95,7 @@ func TestCancelTaskAcrossPersonas(t *testing.T) {
 		require.ErrorIs(t, err, client.ErrCancelled)
 	}
 	_, err = e.c.Record(ctx, other.RequestID)
-	require.ErrorIs(t, err, consumers.ErrNoOutcome, "another task's request is untouched")
+	require.ErrorIs(t, err, wire.ErrNoOutcome, "another task's request is untouched")
 
 	// the replicas that start later run none of them
 	var runs = make(chan string, 16)
@@ -115,7 +116,7 @@ func TestCancelTaskAcrossPersonas(t *testing.T) {
 // requestsLeft is how many requests are not settled yet.
 func (e *env) requestsLeft() uint64 {
 	e.t.Helper()
-	n, err := consumers.Unsettled(context.Background(), e.js, consumers.Topology{})
+	n, err := consumers.Unsettled(context.Background(), e.js, wire.Topology{})
 	require.NoError(e.t, err)
 	return n
 }

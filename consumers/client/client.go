@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -20,9 +20,9 @@ import (
 type Config struct {
 	// JetStream client. Required.
 	JetStream jetstream.JetStream
-	// Topology names the streams. Default: consumers.Topology{} with defaults
+	// Topology names the streams. Default: wire.Topology{} with defaults
 	// (what `personaq serve` uses unless configured otherwise).
-	Topology consumers.Topology
+	Topology wire.Topology
 	// Logger receives the step-budget lines. Default: zerolog.Nop().
 	Logger *zerolog.Logger
 	// Presets resolves policy names a request carries. Default: retry.Preset.
@@ -44,13 +44,13 @@ type Config struct {
 // safe for concurrent use.
 type Client struct {
 	js      jetstream.JetStream
-	topo    consumers.Topology
+	topo    wire.Topology
 	log     zerolog.Logger
 	presets func(string) (retry.Policy, error)
 	grace   time.Duration
 	cache   *personaCache
-	records *consumers.Outcomes
-	submit  *consumers.Submitter
+	records *wire.Outcomes
+	submit  *wire.Submitter
 	tracer  trace.Tracer
 }
 
@@ -77,8 +77,8 @@ func New(cfg Config) (*Client, error) {
 		ttl = 10 * time.Second
 	}
 	c.cache = &personaCache{ttl: ttl, byName: map[string]cachedPersona{}}
-	c.records = consumers.NewOutcomes(c.js, c.topo)
-	c.submit = consumers.NewSubmitter(c.js, c.topo, c.records)
+	c.records = wire.NewOutcomes(c.js, c.topo)
+	c.submit = wire.NewSubmitter(c.js, c.topo, c.records)
 	c.tracer = tracing.Tracer(cfg.TracerProvider)
 	return c, nil
 }
@@ -155,8 +155,8 @@ func (c *Client) Budget(ctx context.Context, req *schemas.PersonaRequest) (retry
 }
 
 func (c *Client) budget(ctx context.Context, req *schemas.PersonaRequest) (retry.Budget, error) {
-	info, err := c.cache.get(ctx, req.Persona, func(ctx context.Context) (consumers.PersonaInfo, error) {
-		return consumers.LookupPersona(ctx, c.js, c.topo, req.Persona)
+	info, err := c.cache.get(ctx, req.Persona, func(ctx context.Context) (wire.PersonaInfo, error) {
+		return wire.LookupPersona(ctx, c.js, c.topo, req.Persona)
 	})
 	if err != nil {
 		return retry.Budget{}, err

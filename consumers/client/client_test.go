@@ -19,6 +19,7 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/retry"
@@ -78,7 +79,7 @@ func (e *env) serve(cfg consumers.Config, personas ...consumers.Persona) (stop f
 // records returns every terminal record stored for requestID.
 func (e *env) records(requestID string) []*schemas.OutcomeEvent {
 	e.t.Helper()
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	cons, err := e.js.OrderedConsumer(context.Background(), topo.OutcomesStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{topo.OutcomeFilter(requestID)},
 	})
@@ -125,7 +126,7 @@ func TestOutputRoundTrip(t *testing.T) {
 			want, _ := json.Marshal(strings.Repeat("p", tc.size))
 			require.True(t, bytes.Equal(want, res.Output), "output differs: got %d bytes, want %d", len(res.Output), len(want))
 			require.Equal(t, schemas.OutcomeSucceeded, res.Record.Outcome)
-			inline := len(want) <= consumers.DefaultInlineOutputMax
+			inline := len(want) <= wire.DefaultInlineOutputMax
 			require.Equal(t, inline, res.Record.OutputRef == nil, "inline output iff small")
 			// A later Await (say, after the caller restarted) reads the same.
 			again, err := e.c.Await(context.Background(), req.RequestID)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -29,7 +29,7 @@ var (
 	// API, the CLI); the record says why (Detail) and who asked
 	// (CancelledBy). It is also the cause a cancelled attempt's context
 	// carries.
-	ErrCancelled = consumers.ErrCancelled
+	ErrCancelled = wire.ErrCancelled
 	// ErrQueueWait: the request did not start within its queue wait
 	// (policy queue_wait, or policy_overrides.queue_wait_ms); it never
 	// ran. Its record's outcome is deadline_exceeded, so the error also
@@ -37,14 +37,14 @@ var (
 	ErrQueueWait = errors.New("not started within its queue wait")
 	// ErrAlreadyEnded: a cancel came after the request had ended another
 	// way; that record stands.
-	ErrAlreadyEnded = consumers.ErrAlreadyEnded
+	ErrAlreadyEnded = wire.ErrAlreadyEnded
 	// ErrUnknownRequest: no open request and no terminal record has the id.
-	ErrUnknownRequest = consumers.ErrUnknownRequest
+	ErrUnknownRequest = wire.ErrUnknownRequest
 	// ErrUnknownPersona: no replica serves the persona (see SkipPersonaCheck).
-	ErrUnknownPersona = consumers.ErrUnknownPersona
+	ErrUnknownPersona = wire.ErrUnknownPersona
 	// ErrConflict: the request id was already submitted with other
 	// content; the error is a *ConflictError saying what is stored.
-	ErrConflict = consumers.ErrConflict
+	ErrConflict = wire.ErrConflict
 	// ErrInvalidConfig wraps every configuration error, naming the field. It
 	// is schemas.ErrInvalidConfig, the same error in every personaq package:
 	// errors.Is matches it whichever package returned it.
@@ -55,7 +55,7 @@ var (
 // used for other content (see schemas.RequestDigest): it carries the stored
 // digest and what was found of the first request (its queued event,
 // terminal record or stored message).
-type ConflictError = consumers.ConflictError
+type ConflictError = wire.ConflictError
 
 // StoppedError is a request that ended without succeeding: Record is its
 // terminal record (reason, quarantine sequence, attempts, last error, usage).

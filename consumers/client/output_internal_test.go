@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -20,7 +21,7 @@ func TestOutputFollowerFillsGaps(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	js := n.JetStream(t)
-	topo := consumers.Topology{}.WithDefaults()
+	topo := wire.Topology{}.WithDefaults()
 	ctx := context.Background()
 	require.NoError(t, consumers.Provision(ctx, js, topo, nil))
 	c, err := New(Config{JetStream: js})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -229,7 +230,7 @@ func TestOnOutputFromTheStartWhenCalledMidStream(t *testing.T) {
 		})})
 	// A watcher on the output subjects sees the first half published.
 	early := make(chan *nats.Msg, 64)
-	sub, err := e.js.Conn().ChanSubscribe(consumers.Topology{}.WithDefaults().Output.Prefix+".>", early)
+	sub, err := e.js.Conn().ChanSubscribe(wire.Topology{}.WithDefaults().Output.Prefix+".>", early)
 	require.NoError(t, err)
 	defer func() { _ = sub.Unsubscribe() }()
 	req := schemas.NewRequest("story-mid", "plan", "writer")
@@ -264,7 +265,7 @@ func TestOnOutputCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	const capBytes, written = 1000, 3500
-	e.serve(consumers.Config{Topology: consumers.Topology{Output: consumers.OutputTopology{AttemptMax: capBytes}}},
+	e.serve(consumers.Config{Topology: wire.Topology{Output: wire.OutputTopology{AttemptMax: capBytes}}},
 		consumers.Persona{Name: "chatty", Policy: policy(1, 30*time.Second), Handler: handlers.Func(
 			func(ctx context.Context, _ *handlers.Request) (handlers.Result, error) {
 				w := handlers.OutputWriter(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -28,7 +29,7 @@ func TestSubmitPublishesTheQueuedEvent(t *testing.T) {
 	require.False(t, sub.Duplicate)
 	require.Equal(t, schemas.RequestDigest(req), sub.Digest)
 
-	q, err := consumers.NewSubmitter(e.js, consumers.Topology{}, nil).Queued(context.Background(), req.RequestID)
+	q, err := wire.NewSubmitter(e.js, wire.Topology{}, nil).Queued(context.Background(), req.RequestID)
 	require.NoError(t, err)
 	require.Equal(t, schemas.AttemptQueued, q.Kind)
 	require.Equal(t, 0, q.Attempt)
@@ -79,7 +80,7 @@ func TestSubmitIdempotentOrConflict(t *testing.T) {
 	_, err = e.c.Await(ctx, req.RequestID)
 	require.NoError(t, err)
 	// Forget the attempt events: the terminal record still refuses.
-	st, err := e.js.Stream(ctx, consumers.Topology{}.WithDefaults().AttemptsStream)
+	st, err := e.js.Stream(ctx, wire.Topology{}.WithDefaults().AttemptsStream)
 	require.NoError(t, err)
 	require.NoError(t, st.Purge(ctx))
 	_, err = e.c.Submit(ctx, &other)
@@ -100,9 +101,9 @@ func TestSubmitConflictWhileStoredWithoutQueuedEvent(t *testing.T) {
 	e := newEnv(t, false)
 	e.serve(consumers.Config{}, consumers.Persona{Name: "planner", Handler: echoOutput(1), Policy: policy(2, time.Second)})
 	ctx := context.Background()
-	require.NoError(t, e.js.DeleteConsumer(ctx, consumers.Topology{}.WithDefaults().RequestsStream, consumers.Durable("planner")))
+	require.NoError(t, e.js.DeleteConsumer(ctx, wire.Topology{}.WithDefaults().RequestsStream, wire.Durable("planner")))
 	req := schemas.NewRequest("story-raw", "plan", "planner")
-	ack, err := consumers.PublishRequest(ctx, e.js, consumers.Topology{}, req)
+	ack, err := wire.PublishRequest(ctx, e.js, wire.Topology{}, req)
 	require.NoError(t, err)
 	other := *req
 	other.Step = "review"
@@ -116,6 +117,6 @@ func TestSubmitConflictWhileStoredWithoutQueuedEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, dup.Duplicate)
 	require.Equal(t, ack.Sequence, dup.Sequence)
-	_, err = consumers.NewSubmitter(e.js, consumers.Topology{}, nil).Queued(ctx, req.RequestID)
+	_, err = wire.NewSubmitter(e.js, wire.Topology{}, nil).Queued(ctx, req.RequestID)
 	require.NoError(t, err, "the missing queued event was published")
 }

@@ -24,13 +24,14 @@ import (
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/tracing"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
-// The binary installs the W3C propagator (tracing.Setup); so do the tests.
+// The binary installs the W3C propagator (cmd/telemetry Setup); so do the tests.
 func init() { otel.SetTextMapPropagator(propagation.TraceContext{}) }
 
 // tracedProcess is one process of a traced deployment (the orchestrator,
@@ -171,7 +172,7 @@ func TestTraceFromSubmitThroughRetryOnAnotherReplica(t *testing.T) {
 		require.Equal(t, "nats", at["messaging.system"].AsString())
 		require.Equal(t, "process", at["messaging.operation.type"].AsString())
 		require.Equal(t, "personaq.requests.planner", at["messaging.destination.name"].AsString())
-		require.Equal(t, consumers.Durable("planner"), at["messaging.consumer.group.name"].AsString())
+		require.Equal(t, wire.Durable("planner"), at["messaging.consumer.group.name"].AsString())
 		require.Equal(t, req.RequestID, at["messaging.message.id"].AsString())
 		require.Equal(t, int64(n), at[tracing.MessagingNATSDeliveryCount].AsInt64())
 		require.Equal(t, "planner", at[tracing.Persona].AsString())

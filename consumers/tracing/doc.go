@@ -1,9 +1,8 @@
 // Package tracing carries OpenTelemetry traces through personaq: W3C trace
 // context (traceparent, tracestate) in JetStream message headers, the span
 // and attribute names the runtime, the client and the quarantine replay
-// use, and Setup, which configures the global tracer provider from the
-// standard OTEL_* environment variables (off unless OTEL_TRACES_EXPORTER
-// names an exporter).
+// use. It needs the OpenTelemetry API only: the binary configures the SDK
+// (cmd/telemetry, from the standard OTEL_* environment variables).
 //
 // The shape of a request's trace: the submit's producer span ("send
 // personaq.requests.<persona>") is the parent of one consumer span per

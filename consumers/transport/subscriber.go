@@ -73,18 +73,27 @@ type Gate interface {
 	Unused(ctx context.Context, n int)
 }
 
+// Defaults of Config, defined here once: the runtime and the YAML config
+// refer to them.
+const (
+	DefaultSlots        = 16
+	DefaultFetchMaxWait = time.Second
+	DefaultDrainTimeout = 30 * time.Second
+	DefaultHoldUnder    = 5 * time.Second
+)
+
 func (c Config) withDefaults() Config {
 	if c.Slots == 0 {
-		c.Slots = 16
+		c.Slots = DefaultSlots
 	}
 	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = time.Second
+		c.FetchMaxWait = DefaultFetchMaxWait
 	}
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 30 * time.Second
+		c.DrainTimeout = DefaultDrainTimeout
 	}
 	if c.HoldUnder == 0 {
-		c.HoldUnder = 5 * time.Second
+		c.HoldUnder = DefaultHoldUnder
 	}
 	if c.Consumer == nil {
 		c.Consumer = schemas.Durable

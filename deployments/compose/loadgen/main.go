@@ -1,6 +1,6 @@
 // Command loadgen publishes a batch of persona requests for the compose
 // demo (scale-demo.sh): the same messages `personaq publish` sends, through
-// the same consumers.PublishRequest, over one connection and many at once
+// the same wire.PublishRequest, over one connection and many at once
 // instead of one process per request.
 //
 //	go run ./deployments/compose/loadgen -nats-url nats://publisher:…@127.0.0.1:4222 \
@@ -25,7 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -77,7 +77,7 @@ func run(url, spec, input, prefix string, workers int) error {
 				req := schemas.NewRequest(j.task, "main", j.persona)
 				req.Input = in
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				ack, err := consumers.PublishRequest(ctx, js, consumers.Topology{}, req)
+				ack, err := wire.PublishRequest(ctx, js, wire.Topology{}, req)
 				cancel()
 				switch {
 				case err != nil:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -35,7 +36,7 @@ type personaqQueueImpl struct {
 	nc, pub *nats.Conn
 	js      jetstream.JetStream // publishing and stream admin
 	rdb     *redis.Client
-	topo    consumers.Topology
+	topo    wire.Topology
 	rt      *consumers.Runtime
 	cancel  context.CancelFunc
 	done    chan error
@@ -69,7 +70,7 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 		return nil, err
 	}
 	p := strings.ToUpper(strings.ReplaceAll(tc.id, "-", "_"))
-	q.topo = consumers.Topology{
+	q.topo = wire.Topology{
 		RequestsStream: p + "_REQUESTS", RequestsPrefix: tc.id + ".requests",
 		QuarantineStream: p + "_QUARANTINE", QuarantinePrefix: tc.id + ".quarantine",
 		OutcomesStream: p + "_OUTCOMES", OutcomesPrefix: tc.id + ".outcomes",
