@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,4 +39,26 @@ func TestPolicyBudgetInvalid(t *testing.T) {
 		require.Len(t, got, 1, "%s: %v", budget, got)
 		require.Contains(t, got[0], want, budget)
 	}
+}
+
+// TestPolicyQueueWait: a persona policy's queue wait (how long a request
+// may wait to start) reaches its retry.Policy on top of its preset; none
+// unless configured; a negative one fails loading, naming the field.
+func TestPolicyQueueWait(t *testing.T) {
+	t.Parallel()
+	f := mustParse(t, "personas:\n  p:\n    invoker: {type: demo, demo: echo}\n    policy: {preset: llm, queue_wait: 45s}\n", nil)
+	personas, err := f.Personas(nil)
+	require.NoError(t, err)
+	require.Equal(t, 45*time.Second, personas[0].Policy.QueueWait)
+	llm, err := retry.Preset("llm")
+	require.NoError(t, err)
+	require.Equal(t, llm.MaxAttempts, personas[0].Policy.MaxAttempts, "the preset's other settings stay")
+
+	f = mustParse(t, "personas:\n  p:\n    invoker: {type: demo, demo: echo}\n    policy: llm\n", nil)
+	personas, err = f.Personas(nil)
+	require.NoError(t, err)
+	require.Zero(t, personas[0].Policy.QueueWait, "no queue wait unless configured")
+
+	_, err = parse(t, "personas:\n  p:\n    invoker: {type: demo, demo: echo}\n    policy: {queue_wait: -1s}\n", nil)
+	require.ErrorContains(t, err, "personas.p.policy.queue_wait")
 }
