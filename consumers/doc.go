@@ -34,6 +34,14 @@
 // while its AckWait clock runs, and InProgress heartbeats keep a long
 // attempt from being redelivered to another replica.
 //
+// What happens when Redis is down: ledgerwait.go. One policy for the
+// attempt ledger, the rate limiter and the circuit store alike: work stops
+// where it stands and resumes when Redis is back, no delivery is spent on
+// the outage (nothing released, redelivered or quarantined because of it),
+// a waiting caller is told why, and a step deadline that passes meanwhile
+// ends the request saying the ledger was down. Redis errors are classified
+// once, in package rdb.
+//
 // Flow control (package flow) sits at the pull: a persona's subscription
 // asks its Gate before every fetch, so a request that its shared rate
 // limiter or its open circuit would not let start is never pulled. A
