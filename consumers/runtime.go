@@ -372,7 +372,7 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 		sub, err := transport.NewSubscriber(transport.Config{
 			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, Logger: &r.log,
-			PlainAck: r.plainAck, StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p),
+			PlainAck: r.plainAck, StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p), TypedSettleOnly: true,
 		})
 		if err != nil {
 			return nil, nil, err

@@ -238,7 +238,7 @@ func (l *AdvisoryListener) listen(ctx context.Context) {
 // fetched and not handled when ctx ends) until ctx ends.
 func (l *AdvisoryListener) consume(ctx context.Context) error {
 	sub, err := transport.NewSubscriber(transport.Config{
-		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, Logger: &l.log,
+		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, Logger: &l.log, TypedSettleOnly: true,
 		Consumer: func(string) string { return l.cfg.Durable },
 		// A failed capture waits CaptureRetry (5s and up) on the server,
 		// not held here: any replica may take it next.

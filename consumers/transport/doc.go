@@ -13,8 +13,17 @@
 // since settles are matched by stream sequence alone, a lost claim settles
 // nothing (ErrLeaseLost).
 //
-// A delivery is settled by typed calls on its Delivery, in the caller's
-// goroutine, once; each marks the watermill message acked or nacked too:
+// It passes watermill's universal Pub/Sub suite (pubsub/tests.TestPubSub,
+// run by pubsub_suite_test.go) as a plain watermill consumer uses it:
+// msg.Ack() acks a delivered message on the server as Delivery.Ack does,
+// msg.Nack() has it redelivered at once as Delivery.RetryAfter(0) does. A
+// goroutine per message waits for that Ack or Nack; a consumer that
+// settles every delivery itself, typed, sets Config.TypedSettleOnly and
+// spares it (the personaq runtime, the advisory listener and the saga
+// runner do): then a plain Ack or Nack settles nothing on the server.
+//
+// The typed path settles by calls on a delivery's Delivery, in the
+// caller's goroutine, once:
 //
 //	Ack()                → DoubleAck (confirmed by the server)
 //	Term(reason)         → TermWithReason
@@ -27,9 +36,14 @@
 //	                     → NakWithDelay(d); d = 0: Nak (redelivered at once)
 //	Abandon()            → nothing: the message is left to the server
 //
+// Each marks the watermill message acked (Ack, Term) or nacked (the
+// others) too, so a plain Ack or Nack after it sends nothing more; a typed
+// settle after a plain one is refused with ErrAlreadySettled.
+//
 // A router handler that does not settle its delivery is settled by the
-// Settle middleware from what it returned (nil: Ack; an error: Nak). A
-// plain watermill Ack or Nack settles nothing on the server.
+// Settle middleware from what it returned (nil: Ack; an error: Nak).
+// Whichever settles a delivery first — a typed call, the middleware, a
+// plain Ack or Nack, or Close's release — is the one sent.
 //
 // Every settle is sent as a request and repeated until the server confirms
 // it or the claim runs out. Close drains: in-flight messages get

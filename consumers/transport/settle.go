@@ -81,6 +81,11 @@ func (d *Delivery) settle(o op, reason string, delay time.Duration) error {
 	if in == nil {
 		return nil
 	}
+	if !in.sub.cfg.TypedSettleOnly && plainSettled(in.wm) {
+		// A plain Ack or Nack came first: its watcher settles the message
+		// (or already did), and the first settle stands.
+		return ErrAlreadySettled
+	}
 	if !in.settled.CompareAndSwap(false, true) {
 		return ErrAlreadySettled
 	}
@@ -90,6 +95,40 @@ func (d *Delivery) settle(o op, reason string, delay time.Duration) error {
 		in.wm.Nack()
 	}
 	return in.sub.apply(in.wm.UUID, d.Msg, d.claim, in.id, o, reason, delay)
+}
+
+// plainSettled reports whether the watermill message was acked or nacked.
+func plainSettled(wm *message.Message) bool {
+	select {
+	case <-wm.Acked():
+		return true
+	case <-wm.Nacked():
+		return true
+	default:
+		return false
+	}
+}
+
+// watchPlain settles a delivery its consumer settles the plain watermill
+// way: msg.Ack() acks it (confirmed, like Delivery.Ack), msg.Nack() has
+// it redelivered at once (like Delivery.RetryAfter(0)). A typed settle
+// marks the watermill message too, which ends the watch without a second
+// settle: whichever settle claims the delivery first is the one sent. The
+// watch ends at the hard stop of Close, which releases what is left.
+func (s *subscription) watchPlain(d *Delivery) {
+	in := d.settler
+	o := opAck
+	select {
+	case <-in.wm.Acked():
+	case <-in.wm.Nacked():
+		o = opRetry
+	case <-s.hardStop:
+		return
+	}
+	if !in.settled.CompareAndSwap(false, true) {
+		return // settled typed, or released at Close
+	}
+	_ = s.apply(in.wm.UUID, d.Msg, d.claim, in.id, o, "", 0)
 }
 
 // Settle is watermill middleware for a router on a Subscriber: a handler

@@ -44,6 +44,15 @@ type Config struct {
 	// lost costs a redelivery that settles from the record, not a second
 	// run. Terms and naks are still confirmed. Default: acks confirmed.
 	PlainAck bool
+	// TypedSettleOnly: deliveries are settled only through the typed
+	// methods of their Delivery (or the Settle middleware); a plain
+	// watermill msg.Ack() or msg.Nack() settles nothing on the server. For a
+	// consumer that settles every delivery itself, typed (the personaq
+	// runtime, the advisory listener, the saga runner): it saves the
+	// goroutine per message that waits for a plain Ack or Nack.
+	// Default: false, what a plain watermill consumer needs: msg.Ack() acks
+	// the message on the server, msg.Nack() has it redelivered at once.
+	TypedSettleOnly bool
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
 	// StaleSettle, when set, is called for every settle refused because the
@@ -122,8 +131,9 @@ func (c Config) validate() error {
 // Config.Consumer(topic) (by default the persona's durable), which must exist.
 //
 // A delivery is settled through the typed methods of the Delivery its
-// message carries (Ack, Term, RetryAfter, Release, Abandon), or by the
-// Settle middleware from what a router handler returned.
+// message carries (Ack, Term, RetryAfter, Release, Abandon), by the Settle
+// middleware from what a router handler returned, or (unless
+// Config.TypedSettleOnly) by a plain watermill msg.Ack() or msg.Nack().
 type Subscriber struct {
 	cfg Config
 

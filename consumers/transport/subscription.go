@@ -217,6 +217,9 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 	s.settleWG.Add(1)
 	select {
 	case s.out <- wm:
+		if !s.cfg.TypedSettleOnly {
+			go s.watchPlain(d)
+		}
 	case <-s.stopCh:
 		d.settler.settled.Store(true) // never handed out: nobody else settles it
 		s.settleWG.Done()

@@ -156,29 +156,41 @@ func TestSubscriberCloseReturnsWithinOneFetchWait(t *testing.T) {
 	require.Less(t, time.Since(t0), wait+500*time.Millisecond)
 }
 
-// slotSubscriber is subscriber with slots and a short drain.
-func slotSubscriber(t *testing.T, persona string, slots int) (*harness, *transport.Subscriber) {
+// slotSubscriber is subscriber with slots and a short drain; opts change
+// its config.
+func slotSubscriber(t *testing.T, persona string, slots int, opts ...func(*transport.Config)) (*harness, *transport.Subscriber) {
+	return ackWaitSubscriber(t, persona, slots, 5*time.Second, opts...)
+}
+
+func ackWaitSubscriber(t *testing.T, persona string, slots int, ackWait time.Duration, opts ...func(*transport.Config)) (*harness, *transport.Subscriber) {
 	t.Helper()
 	h := newHarness(t)
 	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{
-		{Persona: persona, AckWait: 5 * time.Second, MaxAckPending: 16},
+		{Persona: persona, AckWait: ackWait, MaxAckPending: 16},
 	}))
-	sub, err := transport.NewSubscriber(transport.Config{
+	cfg := transport.Config{
 		JetStream: h.js, Stream: h.topo.RequestsStream, Slots: slots, FetchMaxWait: 200 * time.Millisecond,
 		DrainTimeout: 200 * time.Millisecond,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sub, err := transport.NewSubscriber(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sub.Close() })
 	return h, sub
 }
 
+// typedOnly is a subscriber that settles only through typed calls.
+func typedOnly(c *transport.Config) { c.TypedSettleOnly = true }
+
 // The typed settles send the settle before they return, in the caller's
 // goroutine: the message is gone from the stream, its context ended and
-// its slot free by then. A plain watermill Ack does not settle it (the
-// Settle middleware does, for a router).
+// its slot free by then. With TypedSettleOnly a plain watermill Ack does
+// not settle it (the Settle middleware does, for a router).
 func TestSettleIsDoneWhenTheSettleMethodReturns(t *testing.T) {
 	t.Parallel()
-	h, sub := slotSubscriber(t, "inline", 1)
+	h, sub := slotSubscriber(t, "inline", 1, typedOnly)
 	ch, err := sub.Subscribe(context.Background(), "inline")
 	require.NoError(t, err)
 	pub := transport.NewPublisher(h.js)
@@ -206,7 +218,7 @@ func TestSettleIsDoneWhenTheSettleMethodReturns(t *testing.T) {
 	require.Equal(t, third.UUID, again.UUID)
 	d := delivery(t, again)
 	require.EqualValues(t, 2, d.Delivered)
-	again.Ack() // watermill's own ack: not a settle
+	again.Ack() // watermill's own ack: not a settle with TypedSettleOnly
 	require.Equal(t, 1, sub.InFlight())
 	require.NoError(t, d.Ack())
 	require.ErrorIs(t, d.Ack(), transport.ErrAlreadySettled, "a second settle changes nothing")
@@ -306,4 +318,71 @@ func TestSettleMiddlewareSettlesWhatTheHandlerReturned(t *testing.T) {
 		got[<-seen] = true
 	}
 	require.Equal(t, map[string]bool{"ok/1": true, "fails-once/1": true, "fails-once/2": true, "terms/1": true}, got)
+}
+
+// settled waits for msg's context to end: its settle is done.
+func settled(t *testing.T, msg *message.Message) {
+	t.Helper()
+	select {
+	case <-msg.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not settled")
+	}
+}
+
+// A plain watermill consumer settles by msg.Ack() and msg.Nack(): an Ack
+// acks the message on the server, a Nack has it redelivered at once. A
+// typed settle after a plain one is refused, not sent too: had the ack
+// after the Nack gone out, the message would not come back.
+func TestPlainAckAndNackSettle(t *testing.T) {
+	t.Parallel()
+	h, sub := slotSubscriber(t, "plain", 1)
+	ch, err := sub.Subscribe(context.Background(), "plain")
+	require.NoError(t, err)
+	pub := transport.NewPublisher(h.js)
+	for _, id := range []string{"a", "b"} {
+		require.NoError(t, pub.Publish(h.topo.RequestSubject("plain"), message.NewMessage(id, []byte(`{}`))))
+	}
+
+	first := receive(t, ch)
+	require.True(t, first.Ack())
+	require.ErrorIs(t, delivery(t, first).Term("late"), transport.ErrAlreadySettled, "the plain ack came first")
+	settled(t, first)
+	require.Eventually(t, func() bool { return h.requestsLeft() == 1 }, 10*time.Second, 10*time.Millisecond, "acked on the server")
+
+	second := receive(t, ch)
+	require.Equal(t, "b", second.UUID)
+	require.True(t, second.Nack())
+	require.ErrorIs(t, delivery(t, second).Ack(), transport.ErrAlreadySettled, "the plain nack came first")
+	settled(t, second)
+
+	again := receive(t, ch)
+	require.Equal(t, "b", again.UUID, "a plain Nack redelivers")
+	d := delivery(t, again)
+	require.EqualValues(t, 2, d.Delivered)
+	require.NoError(t, d.Ack(), "a typed settle works on a plain subscriber")
+	again.Ack() // the typed ack marked it acked already: nothing more is sent
+	require.Zero(t, h.requestsLeft())
+	require.Zero(t, sub.InFlight())
+}
+
+// A plain consumer's message is heartbeated like any other: held past its
+// AckWait it is not redelivered, and a plain Ack then still settles it.
+func TestPlainConsumerKeepsItsClaimPastAckWait(t *testing.T) {
+	t.Parallel()
+	const ackWait = time.Second
+	h, sub := ackWaitSubscriber(t, "plain-long", 2, ackWait)
+	ch, err := sub.Subscribe(context.Background(), "plain-long")
+	require.NoError(t, err)
+	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("plain-long"), message.NewMessage("long", []byte(`{}`))))
+	msg := receive(t, ch)
+	select {
+	case m := <-ch:
+		t.Fatalf("redelivered while held: %s", m.UUID)
+	case <-time.After(3 * ackWait):
+	}
+	require.True(t, delivery(t, msg).Held())
+	require.True(t, msg.Ack())
+	settled(t, msg)
+	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
