@@ -31,6 +31,10 @@ func (h *harness) startWith(cfg consumers.Config, personas ...consumers.Persona)
 	cfg.DrainTimeout, cfg.FetchMaxWait = 2*time.Second, 200*time.Millisecond
 	rt, err := consumers.New(cfg)
 	require.NoError(h.t, err)
+	// Provisioned before it runs, as start does: a request published while
+	// Run was still creating the persona's consumer could be counted as
+	// neither pending nor unserved, and requestsLeft read 0 before it ran.
+	require.NoError(h.t, rt.Provision(setupCtx(h.t)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()
