@@ -22,9 +22,8 @@ func TestPythonLiveOutputLatency(t *testing.T) {
 		t.Skip("a benchmark: set PERSONAQ_BENCH=1 to run it")
 	}
 	python := pyInterpreter(t)
-	root := pyRepoRoot(t)
 	rs := testenv.StartRedis(t)
-	bin := pyBuildPersonaq(t, root)
+	bin := buildPersonaq(t)
 	dev := pyStartDev(t, bin, "redis://"+rs.Addr+"/0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -35,10 +35,11 @@ const pyToken = "python-client-test-token"
 // demo personas, real NATS JetStream in process and a real redis-server,
 // serving the HTTP API on its console listener.
 func TestPythonClient(t *testing.T) {
+	t.Parallel() // beside the TypeScript suite: both mostly wait on their processes
 	python := pyInterpreter(t)
 	root := pyRepoRoot(t)
 	rs := testenv.StartRedis(t)
-	bin := pyBuildPersonaq(t, root)
+	bin := buildPersonaq(t)
 	dev := pyStartDev(t, bin, "redis://"+rs.Addr+"/0")
 	cert, key := pyWriteCert(t)
 
@@ -78,18 +79,6 @@ func pyRepoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
-}
-
-// pyBuildPersonaq builds ./cmd/personaq into a temporary directory.
-func pyBuildPersonaq(t *testing.T, root string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "personaq")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/personaq")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/personaq: %v\n%s", err, out)
-	}
-	return bin
 }
 
 var (

@@ -23,13 +23,14 @@ import (
 // long-polls, event streams, aborts and reconnects. Without tsc or node the
 // test is skipped, or fails when CI is set.
 func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	tsc, node := tsTool(t, "tsc", "node-typescript"), tsTool(t, "node", "nodejs")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	tsRun(t, exec.CommandContext(ctx, tsc, "-p", "typescript"))
 	token := tsToken(t)
-	bin := tsBuildPersonaq(ctx, t)
+	bin := buildPersonaq(t)
 	dev := tsStartDev(ctx, t, bin, token)
 	scoped := tsStartScopedAPI(ctx, t, bin, dev.natsURL)
 	gates := startStreamReplica(ctx, t, bin, dev.natsURL, dev.apiURL, token)
@@ -83,14 +84,6 @@ func tsToken(t *testing.T) string {
 	_, err := rand.Read(b)
 	require.NoError(t, err)
 	return hex.EncodeToString(b)
-}
-
-// tsBuildPersonaq builds ./cmd/personaq into the test's temp dir.
-func tsBuildPersonaq(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "personaq")
-	tsRun(t, exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/personaq/personaq/cmd/personaq"))
-	return bin
 }
 
 var (

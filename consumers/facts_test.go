@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -510,8 +511,22 @@ func startStraceNATS(t testing.TB) *straceNATS {
 		"listen: 127.0.0.1:%d\njetstream { store_dir: %q, sync_interval: always }\n", port, filepath.Join(dir, "js")), 0o600))
 	s := &straceNATS{url: fmt.Sprintf("nats://127.0.0.1:%d", port), log: filepath.Join(dir, "strace.log")}
 	cmd := exec.Command(strace, "-f", "-e", "trace=fsync,fdatasync", "-o", s.log, bin, "-c", conf)
+	// A group of its own: killing strace alone detached nats-server, which
+	// then outlived the test, still writing into the directory its cleanup
+	// was removing ("directory not empty").
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		// The server, no longer strace's child, is reaped by init.
+		for range 200 {
+			if syscall.Kill(-cmd.Process.Pid, 0) != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	require.Eventually(t, func() bool {
 		nc, err := nats.Connect(s.url)
 		if err == nil {
@@ -561,7 +576,10 @@ func TestFactFsyncsCountedWithStrace(t *testing.T) {
 	wqAcks := phase("work-queue acks", func() { ackAll(wq) })
 	require.GreaterOrEqual(t, wqAcks, n*9/10, "one per ack: the delete")
 	limAcks := phase("limits acks", func() { ackAll(lim) })
-	require.Less(t, limAcks, n/5, "acks on a limits stream are not fsynced one by one")
+	// One by one would be n: consumer state is flushed on a timer, so
+	// their number grows with the phase's wall time (89 for 300 acks at
+	// load ~25, against a bound of n/5), not with the acks.
+	require.Less(t, limAcks, n/2, "acks on a limits stream are not fsynced one by one")
 	batch := phase("atomic batch", func() {
 		msgs := make([]*nats.Msg, n)
 		for i := range msgs {

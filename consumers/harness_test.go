@@ -37,7 +37,7 @@ func newHarness(t *testing.T, withLedger bool) *harness {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	h := &harness{t: t, nats: n, js: n.JetStream(t), topo: wire.Topology{}.WithDefaults()}
-	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, nil))
+	require.NoError(t, consumers.Provision(setupCtx(t), h.js, h.topo, nil))
 	if withLedger {
 		r := testenv.StartRedis(t)
 		l, err := ledger.New(ledger.Config{Client: r.Client(t)})
@@ -47,6 +47,16 @@ func newHarness(t *testing.T, withLedger bool) *harness {
 		h.ledger = l
 	}
 	return h
+}
+
+// setupCtx bounds a setup call (provisioning streams and consumers) by
+// what a loaded machine needs instead of the JetStream client's 5 s
+// default API timeout, which a consumer creation overran under -race at
+// load average 5 ("provision …: context deadline exceeded").
+func setupCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // fastPolicy retries quickly so tests take milliseconds.
@@ -96,7 +106,7 @@ func (h *harness) startArmed(mod func(*consumers.Config), arm func(*consumers.Ru
 	if arm != nil {
 		arm(rt)
 	}
-	require.NoError(h.t, rt.Provision(context.Background()))
+	require.NoError(h.t, rt.Provision(setupCtx(h.t)))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{rt: rt, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- rt.Run(ctx) }()

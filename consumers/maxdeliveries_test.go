@@ -24,7 +24,7 @@ func TestMaxDeliveriesCaptureWritesTheTerminalRecord(t *testing.T) {
 	h := newHarness(t, true)
 	out := h.watchOutcomes()
 	spec := consumers.ConsumerSpec{Persona: "hung", AckWait: 200 * time.Millisecond, MaxAckPending: 10, MaxDeliver: 2}
-	require.NoError(t, consumers.Provision(context.Background(), h.js, h.topo, []consumers.ConsumerSpec{spec}))
+	require.NoError(t, consumers.Provision(setupCtx(t), h.js, h.topo, []consumers.ConsumerSpec{spec}))
 	h.startMod(func(c *consumers.Config) { c.UnknownPersonaGrace = -1 },
 		persona("other", handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) {
 			return handlers.Result{}, nil
@@ -34,7 +34,7 @@ func TestMaxDeliveriesCaptureWritesTheTerminalRecord(t *testing.T) {
 	hung, err := h.js.Consumer(context.Background(), h.topo.RequestsStream, wire.Durable("hung"))
 	require.NoError(t, err)
 	for range spec.MaxDeliver { // taken, never settled
-		_, err := hung.Next(jetstream.FetchMaxWait(5 * time.Second))
+		_, err := hung.Next(jetstream.FetchMaxWait(20 * time.Second)) // returns at the delivery: the bound is for a loaded machine
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { // a worker still pulling makes the server give up

@@ -32,6 +32,19 @@ func (h *harness) pausePersona(persona string) {
 	require.NoError(h.t, err)
 }
 
+// unhurried is a per-request queue wait a loaded machine cannot overrun,
+// for the requests a test needs to run: the persona's 1 s wait ended them
+// unrun beside a CPU hog ("the handler did not start", "no waiting request
+// ran").
+func unhurried(r *schemas.PersonaRequest) {
+	r.PolicyOverrides = &schemas.PolicyOverrides{QueueWaitMs: time.Minute.Milliseconds()}
+}
+
+// scanLate bounds how long after its queue wait passed the scan ends a
+// waiting request: a pass every second on a quiet machine, several on a
+// loaded one. A request no scan ends never ends at all here.
+const scanLate = 10 * time.Second
+
 // requireQueueWaitEnded checks rec is a queue-wait ending of an unrun request.
 func requireQueueWaitEnded(t *testing.T, rec *schemas.OutcomeEvent) {
 	t.Helper()
@@ -55,10 +68,10 @@ func TestQueueWaitEndsRequestBehindBusySlots(t *testing.T) {
 	p := persona("planner", b, pol)
 	p.Concurrency = 1
 	h.start(p)
-	busy := h.publish("planner", "busy")
+	busy := h.publish("planner", "busy", unhurried)
 	waitStarted(t, b)
 	late := h.publish("planner", "behind-a-busy-slot")
-	rec := outs.wait(t, late.RequestID, pol.QueueWait+2*time.Second)
+	rec := outs.wait(t, late.RequestID, pol.QueueWait+scanLate)
 	requireQueueWaitEnded(t, rec)
 	t.Logf("ended %s after its queue wait passed", rec.At.Sub(late.CreatedAt.Add(pol.QueueWait)))
 	require.EqualValues(t, 1, b.runs.Load(), "the request ahead still runs; the late one never started")
@@ -98,14 +111,15 @@ func TestQueueWaitEndsRequestBehindPausedConsumer(t *testing.T) {
 				h.start(persona("planner", b, pol))
 			}
 			// A request that runs under a queue wait tells the replica to scan.
-			outs.wait(t, h.publish("planner", "ran", override).RequestID, 10*time.Second)
+			ran := outs.wait(t, h.publish("planner", "ran", unhurried).RequestID, 10*time.Second)
+			require.Equal(t, schemas.OutcomeSucceeded, ran.Outcome, "%s: %s", ran.Reason, ran.Detail)
 			h.pausePersona("planner")
 			var reqs []*schemas.PersonaRequest
 			for range 3 {
 				reqs = append(reqs, h.publish("planner", "behind-a-paused-consumer", override))
 			}
 			for _, req := range reqs {
-				requireQueueWaitEnded(t, outs.wait(t, req.RequestID, time.Second+2*time.Second))
+				requireQueueWaitEnded(t, outs.wait(t, req.RequestID, time.Second+scanLate))
 			}
 			time.Sleep(2 * time.Second) // more scan passes, by every replica
 			for _, req := range reqs {
@@ -135,7 +149,9 @@ func TestQueueWaitScanReachesPastItsBound(t *testing.T) {
 	for range n {
 		last = h.publish("planner", "many-behind-a-paused-consumer")
 	}
-	requireQueueWaitEnded(t, outs.wait(t, last.RequestID, 30*time.Second))
-	require.Eventually(t, func() bool { return outs.count() == n }, 10*time.Second, 50*time.Millisecond)
+	// Ending 1010 requests took over 30 s under -race beside a CPU hog; a
+	// scan that stopped at its bound would never end the last one.
+	requireQueueWaitEnded(t, outs.wait(t, last.RequestID, 2*time.Minute))
+	require.Eventually(t, func() bool { return outs.count() == n }, time.Minute, 50*time.Millisecond)
 	require.Zero(t, b.runs.Load())
 }

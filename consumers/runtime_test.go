@@ -154,20 +154,22 @@ func TestRuntimeHeartbeatsKeepLongAttemptsFromRedelivery(t *testing.T) {
 	p := persona("slow", handlers.Func(func(ctx context.Context, req *handlers.Request) (handlers.Result, error) {
 		c.add(req, "r1")
 		select {
-		case <-time.After(2500 * time.Millisecond): // 2.5 AckWaits, under the 5s attempt timeout
+		case <-time.After(4500 * time.Millisecond): // 1.5 AckWaits, under the attempt timeout
 		case <-ctx.Done():
 			return handlers.Result{}, ctx.Err()
 		}
 		return handlers.Result{}, nil
 	}), fastPolicy(3))
-	// AckWait 1 s: heartbeats every ~333 ms keep a margin for a loaded
-	// machine under -race (500 ms failed about one run in three there).
-	p.AckWait = time.Second
-	p.Policy.AttemptTimeout = 5 * time.Second
+	// AckWait 3 s: heartbeats every ~1 s keep a margin for a loaded
+	// machine (500 ms failed about one run in three under -race; 1 s failed
+	// once with -cpu 1 at nice 10 beside a CPU hog, load ~25: a worker
+	// stalled past it is lost, as it should be).
+	p.AckWait = 3 * time.Second
+	p.Policy.AttemptTimeout = 10 * time.Second
 	h.start(p)
 
 	req := h.publish("slow", "t-long")
-	ev := out.wait(t, req.RequestID, 15*time.Second)
+	ev := out.wait(t, req.RequestID, 30*time.Second)
 	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
 	require.Len(t, c.forTask("t-long"), 1, "the server never redelivered the message while it ran")
 }
@@ -183,7 +185,10 @@ func TestRuntimeTwoReplicasNeverRunTheSameMessage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			return handlers.Result{}, nil
 		}), fastPolicy(3))
-		p.AckWait = 300 * time.Millisecond
+		// A worker stalled past its AckWait is rightly taken for lost and its
+		// message run again: 300 ms was overrun at load ~25 with -cpu 1
+		// (294 runs of 200). Exactly once holds while heartbeats arrive.
+		p.AckWait = 3 * time.Second
 		return p
 	}
 	h.start(mk("r1"))

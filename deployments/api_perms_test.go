@@ -38,6 +38,7 @@ func runPermReplica(t *testing.T, replica *client) {
 // may do all a submit does (queued event, the lookups that refuse a reused
 // request id with other content).
 func TestNATSPermissionsPublisherSubmitsWithTheGoClient(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin, replicaUser, publisher := dial(t, srv, "admin"), dial(t, srv, "personaq"), dial(t, srv, "publisher")
 	provisionAsAdmin(t, admin, testPersonas())
@@ -64,6 +65,7 @@ func TestNATSPermissionsPublisherSubmitsWithTheGoClient(t *testing.T) {
 // long-polls, streams a large output and lists personas and requests
 // without a permissions violation.
 func TestNATSPermissionsAPIServes(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin, replicaUser, apiUser := dial(t, srv, "admin"), dial(t, srv, "personaq"), dial(t, srv, "api")
 	provisionAsAdmin(t, admin, testPersonas())

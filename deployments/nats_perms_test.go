@@ -207,6 +207,7 @@ func startListener(t *testing.T, ctx context.Context, c *client, log *zerolog.Lo
 // quarantine stream (the writer creating its KV index on first use) — and
 // the server reports no permission violation.
 func TestNATSPermissionsReplicaRunsEndToEnd(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin, replicaUser, publisher := dial(t, srv, "admin"), dial(t, srv, "personaq"), dial(t, srv, "publisher")
 	provisionAsAdmin(t, admin, testPersonas())
@@ -317,6 +318,7 @@ func withoutRequestKey(counts map[string]uint64) map[string]uint64 {
 // the quarantine with reason max_deliveries and deletes it from the work
 // queue.
 func TestNATSPermissionsMaxDeliveries(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin, replicaUser, publisher := dial(t, srv, "admin"), dial(t, srv, "personaq"), dial(t, srv, "publisher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -361,6 +363,7 @@ func TestNATSPermissionsMaxDeliveries(t *testing.T) {
 // ephemeral AckNone consumer filtered on the record's subject, pulled, then
 // deleted). It is rare, so the end-to-end run does not reach it.
 func TestNATSPermissionsQuarantineSearch(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin, replicaUser := dial(t, srv, "admin"), dial(t, srv, "personaq")
 	provisionAsAdmin(t, admin, testPersonas())
@@ -435,6 +438,7 @@ func publishOp(subject string) func(context.Context, *client) error {
 }
 
 func TestNATSPermissionsReplicaRefused(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin := dial(t, srv, "admin")
 	provisionAsAdmin(t, admin, testPersonas())
@@ -485,6 +489,7 @@ func TestNATSPermissionsReplicaRefused(t *testing.T) {
 }
 
 func TestNATSPermissionsPublisherRefused(t *testing.T) {
+	t.Parallel() // a server of its own on random ports
 	srv := startAuthServer(t)
 	admin := dial(t, srv, "admin")
 	provisionAsAdmin(t, admin, testPersonas())

@@ -460,7 +460,9 @@ func TestCommandInvokerKeepsOutputOnFailure(t *testing.T) {
 	require.Equal(t, retry.ClassRetryable, Classify(err).Class)
 	require.Equal(t, `"abcd"`, string(res.Output))
 
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// The shell must get to its echo before the deadline: 300 ms was not
+	// enough to start it under -race on a loaded machine (no output kept).
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	res, err = shInvoker(t, `echo 'half done'; exec sleep 30`, CommandConfig{KillGrace: 10 * time.Millisecond}).Handle(ctx, testRequest())
 	require.Equal(t, retry.ClassTimeout, Classify(err).Class)

@@ -64,8 +64,11 @@ func TestSupervisorStopsAgentGroupWhenReplicaFreezes(t *testing.T) {
 	require.Len(t, groupMembers(pgid), 4)
 	frozenAt := time.Now()
 	require.NoError(t, replica.Process.Signal(syscall.SIGSTOP))
-	// the lease deadline was at most 1.5 s ahead when the replica froze
-	require.Eventually(t, func() bool { return len(groupMembers(pgid)) == 0 }, 1700*time.Millisecond, 10*time.Millisecond,
+	// The lease deadline was at most 1.5 s ahead when the replica froze; the
+	// supervisor acting on it may itself be late on a loaded machine (200 ms
+	// of slack was overrun at nice 10 beside a CPU hog). The replica stays
+	// frozen, so only the supervisor can end the group.
+	require.Eventually(t, func() bool { return len(groupMembers(pgid)) == 0 }, 1500*time.Millisecond+3*time.Second, 10*time.Millisecond,
 		"processes of the agent's group outlived the lease of a frozen replica: %v", groupMembers(pgid))
 	t.Logf("frozen to group gone: %s", time.Since(frozenAt))
 	st, err := os.ReadFile("/proc/" + strconv.Itoa(replica.Process.Pid) + "/stat")

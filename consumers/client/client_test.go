@@ -228,7 +228,10 @@ func TestStepDeadlineEndsTheRequestOnce(t *testing.T) {
 			return handlers.Result{}, ctx.Err()
 		}), Policy: policy(5, 20*time.Second)})
 	req := schemas.NewRequest("story-3", "plan", "slow")
-	sub, err := e.c.Submit(context.Background(), req, client.WithDeadline(time.Now().Add(700*time.Millisecond)))
+	// The attempt must start before the deadline cuts it: 700 ms passed
+	// before the first delivery (0 runs) under -race -cpu 1 at nice 10
+	// beside a CPU hog.
+	sub, err := e.c.Submit(context.Background(), req, client.WithDeadline(time.Now().Add(3*time.Second)))
 	require.NoError(t, err)
 	_, err = e.c.Await(context.Background(), sub.RequestID)
 	require.ErrorIs(t, err, client.ErrStepDeadline)

@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
+
+// Every test returns with nothing it started still running: the persona's
+// HTTP server and the invoker's idle connections close with the test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestContract drives the demo persona with personaq's own HTTP invoker, so
 // the two agree on the wire format and on how each answer is classified.
