@@ -21,10 +21,14 @@ const settleTimeout = 10 * time.Second
 // Both writes are patient (recordPatience): across a cluster failover they
 // wait for the new stream leader instead of giving completed work back to
 // run again; the claim on the message and the attempt's lease are kept
-// meanwhile.
+// meanwhile. It ends early when the claim is lost or a shutdown runs out
+// of drain time: the redelivery then finds whatever was stored.
 func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcome, qseq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordPatience)
 	defer cancel()
+	if st.held != nil { // patience ends with the claim, or at a hard shutdown
+		defer context.AfterFunc(st.held, cancel)()
+	}
 	ev := r.outcomeEvent(st, *end, outcome, qseq)
 	if outcome == schemas.OutcomeSucceeded {
 		err := patiently(ctx, func(ctx context.Context) error { return r.outcomes.keepOutput(ctx, ev, end.output) })

@@ -119,3 +119,19 @@ func TestRedeliveryWaitsForItsRecordAcrossAFailover(t *testing.T) {
 		require.False(t, done)
 	})
 }
+
+// The patience ends with the delivery's claim (or a shutdown past its
+// drain time): the write gives up at once, and the redelivery finds
+// whatever was stored.
+func TestTerminalRecordPatienceEndsWithTheClaim(t *testing.T) {
+	t.Parallel()
+	r, st, f, _ := failoverRuntime(t)
+	f.publishFails.Store(1 << 20)
+	held, lose := context.WithCancel(context.Background())
+	st.held = held
+	time.AfterFunc(300*time.Millisecond, lose)
+	began := time.Now()
+	end := ending{verdict: verdictAck, output: []byte(`"done"`)}
+	require.Error(t, r.conclude(st, &end, schemas.OutcomeSucceeded, 0))
+	require.Less(t, time.Since(began), 5*time.Second, "not the whole recordPatience")
+}

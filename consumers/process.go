@@ -109,7 +109,7 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 		return nil, fmt.Errorf("%w: topic %q", ErrUnknownPersona, message.SubscribeTopicFromCtx(msg.Context()))
 	}
 	return &attemptState{
-		persona: p, delivery: d, started: r.now(),
+		persona: p, delivery: d, started: r.now(), held: msg.Context(),
 		log: r.log.With().Str("persona", p.name).Uint64("stream_seq", d.Sequence).Logger(),
 	}, nil
 }

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"context"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,6 +20,10 @@ type attemptState struct {
 	delivery *transport.Delivery
 	log      zerolog.Logger
 	started  time.Time
+	// held ends when this replica must stop working on the delivery: its
+	// claim was lost, or a shutdown ran out of drain time (the message's
+	// context).
+	held context.Context
 
 	// Set by decode.
 	req    *schemas.PersonaRequest
