@@ -7,9 +7,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/consumers/saga"
 	"github.com/personaq/personaq/consumers/transport"
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -75,7 +75,7 @@ func (r *Runtime) unknownGrace() time.Duration {
 // compensation runner; each runs its loops on its own loop.Group. The
 // returned stop stops both and waits for them.
 func (r *Runtime) background(ctx context.Context) (stop func(), err error) {
-	adv, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
+	adv, err := advisory.NewListener(advisory.Config{
 		JetStream: r.js, Writer: r.dlq, RequestsStream: r.topo.RequestsStream,
 		Replicas: r.topo.Replicas, Storage: r.topo.Storage, Logger: &r.log, Annotate: r.annotate,
 		Conclude: r.concludeCaptured,

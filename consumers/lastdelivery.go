@@ -1,7 +1,7 @@
 package consumers
 
 import (
-	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -45,6 +45,6 @@ func (r *Runtime) lastDelivery(st *attemptState) (ending, bool) {
 		Msg("last delivery the server makes (MaxDeliver reached); quarantined without running the handler")
 	return quarantined(retry.Decision{
 		Action: retry.ActionQuarantine, Reason: schemas.ReasonMaxDeliveries,
-		Detail: dlq.LastDeliveryDetail(d.Delivered, d.Consumer, d.Stream, d.Sequence),
+		Detail: advisory.LastDeliveryDetail(d.Delivered, d.Consumer, d.Stream, d.Sequence),
 	}), true
 }

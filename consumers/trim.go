@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/consumers/loop"
-	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -134,7 +134,7 @@ func (t *trimmer) trim(ctx context.Context, persona string) error {
 // MAX_DELIVERIES advisories the quarantine listener has not handled yet
 // (the advisory stream is a work queue: a handled one is gone).
 func (t *trimmer) waitingAdvisories(ctx context.Context, persona string) ([]uint64, error) {
-	subject := strings.TrimSuffix(dlq.MaxDeliveriesSubject(t.r.topo.RequestsStream), "*") + Durable(persona)
+	subject := strings.TrimSuffix(advisory.MaxDeliveriesSubject(t.r.topo.RequestsStream), "*") + Durable(persona)
 	var out []uint64
 	for seq := uint64(1); ; {
 		raw, err := t.advisory.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
@@ -147,7 +147,7 @@ func (t *trimmer) waitingAdvisories(ctx context.Context, persona string) ([]uint
 		if len(out) == trimAdvisoriesMax {
 			return nil, fmt.Errorf("%w: over %d for %s", errTooManyAdvisories, trimAdvisoriesMax, Durable(persona))
 		}
-		var adv dlq.Advisory
+		var adv advisory.Advisory
 		if err := json.Unmarshal(raw.Data, &adv); err != nil {
 			return nil, fmt.Errorf("advisory %d of %s: %w", raw.Sequence, Durable(persona), err)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/personaq/personaq/dlq"
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/integration/testenv"
 	"github.com/personaq/personaq/schemas"
 )
@@ -53,7 +53,7 @@ func TestTrimmerKeepsWaitingAdvisoriesAndUnackedRequests(t *testing.T) {
 	topo := Topology{}.WithDefaults()
 	require.NoError(t, Provision(ctx, js, topo, []ConsumerSpec{{Persona: "p", AckWait: 5 * time.Second, MaxAckPending: 16}}))
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: schemas.DefaultAdvisoryStream, Subjects: []string{dlq.MaxDeliveriesSubject(topo.RequestsStream)},
+		Name: schemas.DefaultAdvisoryStream, Subjects: []string{advisory.MaxDeliveriesSubject(topo.RequestsStream)},
 		Retention: jetstream.WorkQueuePolicy,
 	})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestTrimmerKeepsWaitingAdvisoriesAndUnackedRequests(t *testing.T) {
 	}
 	_, err = js.Publish(ctx, topo.RequestSubject("p"), []byte(`{}`)) // seq 6: never delivered
 	require.NoError(t, err)
-	adv, _ := json.Marshal(dlq.Advisory{Stream: topo.RequestsStream, Consumer: Durable("p"), StreamSeq: 3, Deliveries: 50})
+	adv, _ := json.Marshal(advisory.Advisory{Stream: topo.RequestsStream, Consumer: Durable("p"), StreamSeq: 3, Deliveries: 50})
 	_, err = js.Publish(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+topo.RequestsStream+"."+Durable("p"), adv)
 	require.NoError(t, err)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/advisory"
 	pqclient "github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/dlq"
@@ -188,10 +189,10 @@ func streamMsgs(t *testing.T, admin *client, stream string) uint64 {
 
 // startListener starts the MAX_DELIVERIES listener a replica runs beside
 // its runtime, as c's user; it stops when the test ends.
-func startListener(t *testing.T, ctx context.Context, c *client, log *zerolog.Logger) *dlq.AdvisoryListener {
+func startListener(t *testing.T, ctx context.Context, c *client, log *zerolog.Logger) *advisory.Listener {
 	t.Helper()
 	w := dlq.NewWriter(c.js, dlq.QuarantineSubjects(schemas.DefaultQuarantinePrefix))
-	l, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
+	l, err := advisory.NewListener(advisory.Config{
 		JetStream: c.js, Writer: w, AckWait: 2 * time.Second, SweepInterval: -1, Logger: log,
 	})
 	require.NoError(t, err)
@@ -314,7 +315,7 @@ func withoutRequestKey(counts map[string]uint64) map[string]uint64 {
 
 // TestNATSPermissionsMaxDeliveries: a replica crashes holding a message
 // (fetched as the personaq user, never acked) of a consumer with MaxDeliver
-// 1; the real dlq.AdvisoryListener, also as the personaq user, moves it to
+// 1; the real advisory.Listener, also as the personaq user, moves it to
 // the quarantine with reason max_deliveries and deletes it from the work
 // queue.
 func TestNATSPermissionsMaxDeliveries(t *testing.T) {

@@ -1,7 +1,8 @@
-// Package dlq is personaq's quarantine: the stream where work that must stop
-// waits for a person: every request that stops ends as one record, and N
-// replicas or sweeps store one record. Saga compensations live in package
-// consumers/saga, which writes its compensation_failed records here.
+// Package dlq is personaq's quarantine store and its operator tools: the
+// stream where work that must stop waits for a person. Every request that
+// stops ends as one record, and N replicas or sweeps store one record. Saga
+// compensations live in package consumers/saga, which writes its
+// compensation_failed records here.
 //
 // Records (schemas.QuarantineRecord) keep the original subject, headers and
 // payload untouched with the reason, attempts, error history, provenance and
@@ -18,19 +19,17 @@
 //     marker. Header bytes that are not UTF-8 are kept as
 //     HeaderBase64Prefix + base64; Inspector.Message reads a record's
 //     message back exactly.
-//   - AdvisoryListener moves crash-looping messages (delivered MaxDeliver
-//     times, never acked) from the work-queue stream to the quarantine with
-//     reason max_deliveries. The MAX_DELIVERIES advisories are captured in a
-//     stream (PERSONAQ_ADVISORIES) and read by a durable consumer every
-//     replica shares, so an advisory raised while no listener runs is not
-//     lost; Sweep finds what was given up on before that stream existed. A
-//     capture that keeps failing is retried with a growing delay, logged,
-//     counted in the index (Stats.CaptureFailing) and never stops a sweep.
+//   - Writer.NoteCaptureFailure and ClearCaptureFailure keep, in the same
+//     index, the count of crash-looping messages the max-deliveries
+//     listener (package consumers/advisory, which runs beside the runtime)
+//     could not capture yet; Inspector.Stats lists them (CaptureFailing).
 //   - Inspector lists (newest first, filtered by reason, persona, task and
 //     time), counts, shows, replays (fresh request id "<id>-r<N>", lineage
 //     headers, idempotent, rate-limited) and purges records.
 //
 // Errors are the sentinels of errors.go (ErrNotFound, ErrStreamMissing, …),
-// wrapped with the stream or sequence they concern. AdvisoryListener runs
-// its loops on consumers/loop, the lifecycle of personaq's background loops.
+// wrapped with the stream or sequence they concern. The package runs no
+// background loop: what writes records as work runs (the runtime, its
+// max-deliveries listener, the saga runner) lives in package consumers and
+// its subpackages.
 package dlq

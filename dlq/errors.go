@@ -28,7 +28,4 @@ var (
 	// ErrPayloadCorrupt is returned when that object's size or digest is not
 	// the one its record references.
 	ErrPayloadCorrupt = errors.New("quarantined payload does not match its record")
-	// ErrCaptureFailed wraps the failed captures of a max-deliveries sweep:
-	// the sweep went on past each one and names them all.
-	ErrCaptureFailed = errors.New("crash-looping message not captured")
 )

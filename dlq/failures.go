@@ -14,10 +14,12 @@ import (
 )
 
 // CaptureFailure is a crash-looping message the max-deliveries listener
-// could not move to the quarantine (yet). The message stays in its stream;
-// its advisory is tried again with a growing delay and every sweep tries
-// it too, so a cause that goes away (a permission granted, a bucket
-// recreated) ends it. `personaq quarantine stats` lists these.
+// (package consumers/advisory) could not move to the quarantine (yet). The
+// message stays in its stream; its advisory is tried again with a growing
+// delay and every sweep tries it too, so a cause that goes away (a
+// permission granted, a bucket recreated) ends it. The listener counts them
+// with Writer.NoteCaptureFailure; `personaq quarantine stats` lists them
+// (Stats.CaptureFailing).
 type CaptureFailure struct {
 	Stream string `json:"stream"`
 	Seq    uint64 `json:"seq"`
@@ -37,12 +39,18 @@ func failureKey(stream string, seq uint64) string {
 	return failurePrefix + indexKey(RecordID(stream, seq))
 }
 
-// noteCaptureFailure counts a failed capture in the index and returns how
-// many there were; 0 when the index is off or unreachable (logged).
-func (w *Writer) noteCaptureFailure(ctx context.Context, stream string, seq uint64, cause error) int {
+// NoteCaptureFailure counts a failed capture of the message at seq of
+// stream in the quarantine index, with cause as its last error, and
+// returns how many there were so far; 0 when the index is off or
+// unreachable (logged): counting never fails a capture. It is bounded by
+// the index timeout and not cut short by ctx's cancellation, so a capture
+// that failed because its context ended is still counted.
+func (w *Writer) NoteCaptureFailure(ctx context.Context, stream string, seq uint64, cause error) int {
 	if w.idx == nil {
 		return 0
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexTimeout)
+	defer cancel()
 	kv, err := w.idx.store(ctx)
 	if err != nil {
 		w.log.Warn().Err(err).Msg("quarantine index unavailable; capture failure not counted")
@@ -62,9 +70,11 @@ func (w *Writer) noteCaptureFailure(ctx context.Context, stream string, seq uint
 	return f.Failures
 }
 
-// clearCaptureFailure forgets the failures of a message now captured (or
-// gone).
-func (w *Writer) clearCaptureFailure(ctx context.Context, stream string, seq uint64) {
+// ClearCaptureFailure forgets the failures NoteCaptureFailure counted for
+// the message at seq of stream, now captured (or gone from its stream). It
+// is best effort: an index that cannot be reached keeps the count until
+// the next clear.
+func (w *Writer) ClearCaptureFailure(ctx context.Context, stream string, seq uint64) {
 	if w.idx == nil {
 		return
 	}
@@ -108,17 +118,3 @@ func (ix *index) captureFailures(ctx context.Context) ([]CaptureFailure, error) 
 	})
 	return out, nil
 }
-
-// captureRetryDelay is how long a failed capture waits before its
-// advisory comes back: first doubled on every failure, capped at
-// maxCaptureRetry.
-func captureRetryDelay(first time.Duration, failures uint64) time.Duration {
-	d := first
-	for n := uint64(1); n < failures && d < maxCaptureRetry; n++ {
-		d *= 2
-	}
-	return min(d, maxCaptureRetry)
-}
-
-// maxCaptureRetry caps the delay between two tries of a failing capture.
-const maxCaptureRetry = 5 * time.Minute

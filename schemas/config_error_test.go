@@ -9,6 +9,7 @@ import (
 	"github.com/personaq/personaq/cmd/console"
 	"github.com/personaq/personaq/cmd/metrics"
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/consumers/client"
 	"github.com/personaq/personaq/consumers/flow"
 	"github.com/personaq/personaq/consumers/ledger"
@@ -30,7 +31,7 @@ func TestConfigErrorIsOneError(t *testing.T) {
 		build    func() error
 	}{
 		{"dlq.NewInspector", dlq.ErrInvalidConfig, func() error { _, err := dlq.NewInspector(dlq.InspectorConfig{}); return err }},
-		{"dlq.NewAdvisoryListener", dlq.ErrInvalidConfig, func() error { _, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{}); return err }},
+		{"advisory.NewListener", advisory.ErrInvalidConfig, func() error { _, err := advisory.NewListener(advisory.Config{}); return err }},
 		{"handlers.NewHTTP", handlers.ErrInvalidConfig, func() error { _, err := handlers.NewHTTP(handlers.HTTPConfig{}); return err }},
 		{"consumers.New", consumers.ErrInvalidConfig, func() error { _, err := consumers.New(consumers.Config{}); return err }},
 		{"saga.NewRunner", saga.ErrInvalidConfig, func() error { _, err := saga.NewRunner(saga.Config{}); return err }},

@@ -1,4 +1,4 @@
-package dlq_test
+package advisory_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/advisory"
 	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/retry"
@@ -21,8 +22,8 @@ import (
 )
 
 const (
-	helperEnv   = "PERSONAQ_DLQ_HELPER"
-	helperURL   = "PERSONAQ_DLQ_HELPER_NATS"
+	helperEnv   = "PERSONAQ_ADVISORY_HELPER"
+	helperURL   = "PERSONAQ_ADVISORY_HELPER_NATS"
 	crashExit   = 3
 	crashPolicy = "crashy"
 )
@@ -79,9 +80,9 @@ func runCrashingWorker(t *testing.T, url string) int {
 	return 0
 }
 
-func newListener(t *testing.T, b *bundle, js jetstream.JetStream) *dlq.AdvisoryListener {
+func newListener(t *testing.T, b *bundle, js jetstream.JetStream) *advisory.Listener {
 	t.Helper()
-	l, err := dlq.NewAdvisoryListener(dlq.AdvisoryConfig{
+	l, err := advisory.NewListener(advisory.Config{
 		JetStream: js, Writer: dlq.NewWriter(js, b.topo.QuarantineSubject), Logger: &b.log, SweepGrace: 50 * time.Millisecond,
 	})
 	require.NoError(t, err)
@@ -140,7 +141,7 @@ func TestCrashLoopingRequestIsQuarantinedOnce(t *testing.T) {
 	require.Contains(t, rec.Detail, "crashed")
 	require.Equal(t, req.RequestID, rec.Headers[jetstream.MsgIDHeader][0], "original headers kept")
 	require.EqualValues(t, 1, b.quarantined())
-	require.EqualValues(t, 0, b.msgs(schemas.DefaultAdvisoryStream, ""), "advisory acked")
+	require.EqualValues(t, 0, b.msgs(schemas.DefaultAdvisoryStream), "advisory acked")
 }
 
 // N replicas capturing the same advisory at once store one record, and
@@ -150,9 +151,9 @@ func TestCaptureByManyReplicasIsIdempotent(t *testing.T) {
 	b := newBundle(t)
 	ack, err := consumers.PublishRequest(ctx(t), b.js, b.topo, schemas.NewRequest("t1", "main", "tester"))
 	require.NoError(t, err)
-	adv := dlq.Advisory{Stream: b.topo.RequestsStream, Consumer: "personaq-tester", StreamSeq: ack.Sequence, Deliveries: 5, Time: time.Now()}
+	adv := advisory.Advisory{Stream: b.topo.RequestsStream, Consumer: "personaq-tester", StreamSeq: ack.Sequence, Deliveries: 5, Time: time.Now()}
 	var wg sync.WaitGroup
-	results := make([]dlq.Captured, 4)
+	results := make([]advisory.Captured, 4)
 	for i := range results {
 		l := newListener(t, b, b.nats.JetStream(t))
 		wg.Add(1)
@@ -165,7 +166,7 @@ func TestCaptureByManyReplicasIsIdempotent(t *testing.T) {
 	}
 	wg.Wait()
 	require.EqualValues(t, 1, b.quarantined())
-	require.EqualValues(t, 0, b.msgs(b.topo.RequestsStream, ""))
+	require.EqualValues(t, 0, b.msgs(b.topo.RequestsStream))
 	stored := 0
 	for _, c := range results {
 		if !c.Gone && !c.Duplicate {
@@ -227,7 +228,7 @@ func TestSweepCapturesMessagesTheAdvisoryMissed(t *testing.T) {
 	require.Equal(t, schemas.ReasonMaxDeliveries, e.Record.Reason)
 	require.Equal(t, stuckReq.RequestID, e.Record.RequestID)
 	require.Contains(t, e.Record.Detail, "sweep")
-	require.EqualValues(t, 1, b.msgs(b.topo.RequestsStream, ""), "only the busy request is left")
+	require.EqualValues(t, 1, b.msgs(b.topo.RequestsStream), "only the busy request is left")
 
 	res, err = newListener(t, b, b.js).Sweep(ctx(t))
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package dlq
+package advisory
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package dlq
+package advisory
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/personaq/personaq/consumers/loop"
+	"github.com/personaq/personaq/dlq"
 )
 
 // SweepResult is what one max-deliveries sweep found and did.
@@ -18,7 +19,7 @@ type SweepResult struct {
 	Skipped []string
 	// Failed lists the messages whose capture failed; the sweep went on
 	// past each (they stay in their stream for the next try).
-	Failed []CaptureFailure
+	Failed []dlq.CaptureFailure
 }
 
 // Sweep finds the messages of the requests stream that reached their
@@ -39,7 +40,7 @@ type SweepResult struct {
 // the count `quarantine stats` shows, SweepResult.Failed) and the sweep
 // goes on with the next message; the error returned then wraps
 // ErrCaptureFailed and names every one.
-func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
+func (l *Listener) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	s, err := l.js.Stream(ctx, l.cfg.RequestsStream)
 	if err != nil {
@@ -74,7 +75,7 @@ func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, ctx.Err()
 		case err != nil:
 			l.failed(ctx, adv, err, 0)
-			res.Failed = append(res.Failed, CaptureFailure{Stream: adv.Stream, Seq: adv.StreamSeq, Error: err.Error(), At: l.cfg.Now().UTC()})
+			res.Failed = append(res.Failed, dlq.CaptureFailure{Stream: adv.Stream, Seq: adv.StreamSeq, Error: err.Error(), At: l.cfg.Now().UTC()})
 			errs = append(errs, fmt.Errorf("%s seq %d: %w", adv.Stream, adv.StreamSeq, err))
 		case !c.Gone:
 			res.Captured = append(res.Captured, c)
@@ -87,7 +88,7 @@ func (l *AdvisoryListener) Sweep(ctx context.Context) (SweepResult, error) {
 }
 
 // stuck lists the given-up messages of one consumer.
-func (l *AdvisoryListener) stuck(ctx context.Context, s jetstream.Stream, info *jetstream.ConsumerInfo) ([]Advisory, string, error) {
+func (l *Listener) stuck(ctx context.Context, s jetstream.Stream, info *jetstream.ConsumerInfo) ([]Advisory, string, error) {
 	cfg := info.Config
 	if cfg.MaxDeliver <= 0 || info.Delivered.Stream == 0 {
 		return nil, "", nil
@@ -131,7 +132,7 @@ func (l *AdvisoryListener) stuck(ctx context.Context, s jetstream.Stream, info *
 	return out, "", nil
 }
 
-func (l *AdvisoryListener) sweepLoop(ctx context.Context) {
+func (l *Listener) sweepLoop(ctx context.Context) {
 	for {
 		res, err := l.Sweep(ctx)
 		switch {

@@ -1,4 +1,4 @@
-package dlq
+package advisory
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -15,15 +16,16 @@ import (
 	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/dlq"
 	"github.com/personaq/personaq/schemas"
 )
 
-// AdvisoryConfig configures an AdvisoryListener.
-type AdvisoryConfig struct {
+// Config configures a Listener.
+type Config struct {
 	// JetStream client. Required.
 	JetStream jetstream.JetStream
 	// Writer stores the records. Required.
-	Writer *Writer
+	Writer *dlq.Writer
 	// RequestsStream is the work-queue stream whose crash-looping messages
 	// are captured. Default: schemas.DefaultRequestsStream.
 	RequestsStream string
@@ -66,7 +68,7 @@ type AdvisoryConfig struct {
 	Now func() time.Time
 }
 
-func (c AdvisoryConfig) withDefaults() AdvisoryConfig {
+func (c Config) withDefaults() Config {
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v
@@ -96,7 +98,7 @@ func (c AdvisoryConfig) withDefaults() AdvisoryConfig {
 	return c
 }
 
-func (c AdvisoryConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.JetStream == nil:
 		return fmt.Errorf("%w: jetstream: required", ErrInvalidConfig)
@@ -132,7 +134,7 @@ type Captured struct {
 	Gone bool
 }
 
-// AdvisoryListener moves crash-looping messages — delivered MaxDeliver
+// Listener moves crash-looping messages — delivered MaxDeliver
 // times without ever being acked, because their worker died, was killed or
 // hung — from the work-queue stream to the quarantine, payload intact,
 // with reason max_deliveries. Run one in every replica: the advisory
@@ -143,22 +145,22 @@ type Captured struct {
 // message when the consumer is next asked for messages after the last
 // delivery's AckWait ran out — with a live replica pulling that is at
 // once; with every replica dead, when the first one comes back.
-type AdvisoryListener struct {
-	cfg AdvisoryConfig
+type Listener struct {
+	cfg Config
 	js  jetstream.JetStream
-	w   *Writer
+	w   *dlq.Writer
 	log zerolog.Logger
 
 	loops loop.Group
 }
 
-// NewAdvisoryListener validates cfg and returns a listener.
-func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
+// NewListener validates cfg and returns a listener.
+func NewListener(cfg Config) (*Listener, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	l := &AdvisoryListener{cfg: cfg, js: cfg.JetStream, w: cfg.Writer, log: zerolog.Nop()}
+	l := &Listener{cfg: cfg, js: cfg.JetStream, w: cfg.Writer, log: zerolog.Nop()}
 	if cfg.Logger != nil {
 		l.log = *cfg.Logger
 	}
@@ -168,7 +170,7 @@ func NewAdvisoryListener(cfg AdvisoryConfig) (*AdvisoryListener, error) {
 
 // Provision creates or updates the advisory stream and its durable
 // consumer. It is idempotent; Start calls it.
-func (l *AdvisoryListener) Provision(ctx context.Context) error {
+func (l *Listener) Provision(ctx context.Context) error {
 	err := streams.Ensure(ctx, l.js, jetstream.StreamConfig{
 		Name:        l.cfg.AdvisoryStream,
 		Description: "personaq: MAX_DELIVERIES advisories of " + l.cfg.RequestsStream + ", waiting for the listener",
@@ -197,7 +199,7 @@ func (l *AdvisoryListener) Provision(ctx context.Context) error {
 // Start provisions, then handles advisories and runs Sweep (once now, then
 // every SweepInterval) in the background until ctx is done or Stop is
 // called. Calling Start again is a no-op.
-func (l *AdvisoryListener) Start(ctx context.Context) error {
+func (l *Listener) Start(ctx context.Context) error {
 	if err := l.Provision(ctx); err != nil {
 		return err
 	}
@@ -212,7 +214,7 @@ func (l *AdvisoryListener) Start(ctx context.Context) error {
 
 // Stop ends the background work and waits for it. It is idempotent and
 // safe to call before Start.
-func (l *AdvisoryListener) Stop() { l.loops.Stop() }
+func (l *Listener) Stop() { l.loops.Stop() }
 
 // errSubscriptionEnded: the advisory subscription closed while the
 // listener still ran.
@@ -220,7 +222,7 @@ var errSubscriptionEnded = errors.New("advisory subscription ended")
 
 // listen handles advisories until ctx ends, subscribing again a second
 // after a subscription that could not start or ended.
-func (l *AdvisoryListener) listen(ctx context.Context) {
+func (l *Listener) listen(ctx context.Context) {
 	for {
 		err := l.consume(ctx)
 		if ctx.Err() != nil {
@@ -236,7 +238,7 @@ func (l *AdvisoryListener) listen(ctx context.Context) {
 // consume handles advisories, one at a time, on the shared transport (its
 // subscriber heartbeats an advisory being captured and releases the ones
 // fetched and not handled when ctx ends) until ctx ends.
-func (l *AdvisoryListener) consume(ctx context.Context) error {
+func (l *Listener) consume(ctx context.Context) error {
 	sub, err := transport.NewSubscriber(transport.Config{
 		JetStream: l.js, Stream: l.cfg.AdvisoryStream, Slots: 16, Logger: &l.log, TypedSettleOnly: true,
 		Consumer: func(string) string { return l.cfg.Durable },
@@ -278,7 +280,7 @@ func settle(m *message.Message, term string, retry time.Duration) {
 
 // handle captures the message an advisory names; the advisory is acked
 // only once the record is stored and the message removed.
-func (l *AdvisoryListener) handle(ctx context.Context, m *message.Message) {
+func (l *Listener) handle(ctx context.Context, m *message.Message) {
 	var adv Advisory
 	if err := json.Unmarshal(m.Payload, &adv); err != nil || adv.StreamSeq == 0 {
 		l.log.Error().Err(err).Msg("undecodable MAX_DELIVERIES advisory dropped")
@@ -306,11 +308,11 @@ func (l *AdvisoryListener) handle(ctx context.Context, m *message.Message) {
 // (reason max_deliveries, record id RecordID(stream, seq)) and then removes
 // it from its stream. Any number of replicas may capture the same message:
 // one record is stored, and a message already gone is not an error.
-func (l *AdvisoryListener) Capture(ctx context.Context, adv Advisory) (Captured, error) {
+func (l *Listener) Capture(ctx context.Context, adv Advisory) (Captured, error) {
 	return l.capture(ctx, adv, false)
 }
 
-func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bool) (Captured, error) {
+func (l *Listener) capture(ctx context.Context, adv Advisory, bySweep bool) (Captured, error) {
 	c := Captured{Stream: adv.Stream, Seq: adv.StreamSeq}
 	s, err := l.js.Stream(ctx, adv.Stream)
 	if err != nil {
@@ -319,7 +321,7 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 	raw, err := s.GetMsg(ctx, adv.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		c.Gone = true
-		l.w.clearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
+		l.w.ClearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
 		return c, nil
 	}
 	if err != nil {
@@ -341,7 +343,7 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 	if err := deleteMsg(ctx, s, adv.StreamSeq); err != nil {
 		return c, fmt.Errorf("quarantined as seq %d but not removed from %s: %w", c.QuarantineSeq, adv.Stream, err)
 	}
-	l.w.clearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
+	l.w.ClearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
 	l.log.Warn().Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Str("consumer", adv.Consumer).
 		Uint64("deliveries", adv.Deliveries).Uint64("quarantine_seq", c.QuarantineSeq).Bool("duplicate", c.Duplicate).
 		Str("request_id", rec.RequestID).Bool("sweep", bySweep).Msg("crash-looping message quarantined (max_deliveries)")
@@ -351,10 +353,8 @@ func (l *AdvisoryListener) capture(ctx context.Context, adv Advisory, bySweep bo
 // failed reports a capture that failed: an error log naming the message,
 // how often it failed and when it is tried next, and the count in the
 // index, which `quarantine stats` shows. retry is 0 for the next sweep.
-func (l *AdvisoryListener) failed(ctx context.Context, adv Advisory, err error, retry time.Duration) {
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), indexTimeout)
-	defer cancel()
-	n := l.w.noteCaptureFailure(nctx, adv.Stream, adv.StreamSeq, err)
+func (l *Listener) failed(ctx context.Context, adv Advisory, err error, retry time.Duration) {
+	n := l.w.NoteCaptureFailure(ctx, adv.Stream, adv.StreamSeq, err)
 	ev := l.log.Error().Err(err).Str("stream", adv.Stream).Uint64("stream_seq", adv.StreamSeq).Int("failures", n)
 	if retry > 0 {
 		ev.Float64("backoffSeconds", retry.Seconds()).Msg("crash-looping message not captured; it stays in its stream and its advisory is retried")
@@ -363,10 +363,10 @@ func (l *AdvisoryListener) failed(ctx context.Context, adv Advisory, err error, 
 	ev.Msg("crash-looping message not captured by the sweep; it stays in its stream and the next sweep retries it")
 }
 
-func (l *AdvisoryListener) record(adv Advisory, raw *jetstream.RawStreamMsg, bySweep bool) *schemas.QuarantineRecord {
+func (l *Listener) record(adv Advisory, raw *jetstream.RawStreamMsg, bySweep bool) *schemas.QuarantineRecord {
 	now := l.cfg.Now().UTC()
 	rec := &schemas.QuarantineRecord{
-		SchemaVersion: schemas.Version, ID: RecordID(adv.Stream, adv.StreamSeq), Reason: schemas.ReasonMaxDeliveries,
+		SchemaVersion: schemas.Version, ID: dlq.RecordID(adv.Stream, adv.StreamSeq), Reason: schemas.ReasonMaxDeliveries,
 		OriginalSubject: raw.Subject, Headers: maps.Clone(map[string][]string(raw.Header)), Payload: raw.Data,
 		Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries, QuarantinedAt: now,
 	}
@@ -417,7 +417,8 @@ func LastDeliveryDetail(delivered uint64, consumer, stream string, seq uint64) s
 		"around those deliveries say which. From %s seq %d", delivered, consumer, stream, seq)
 }
 
-// deleteMsg removes seq from s; a message already gone is not an error.
+// deleteMsg removes seq from s; a message already gone is not an error (as
+// the quarantine's purge does, in package dlq).
 func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
 	err := s.DeleteMsg(ctx, seq)
 	if err == nil {
@@ -427,4 +428,27 @@ func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
 		return nil
 	}
 	return err
+}
+
+// streamErr translates a missing stream into dlq.ErrStreamMissing, naming
+// it, as the quarantine's own operations do.
+func streamErr(stream string, err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: stream %s does not exist", dlq.ErrStreamMissing, stream)
+	}
+	return fmt.Errorf("stream %s: %w", stream, err)
+}
+
+// lastToken returns the last token of a subject.
+func lastToken(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}
+
+// MaxDeliveriesSubject is the subject of the MAX_DELIVERIES advisories of
+// every consumer of stream.
+func MaxDeliveriesSubject(stream string) string {
+	return schemas.MaxDeliveriesAdvisorySubject(stream)
 }
