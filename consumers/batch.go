@@ -61,6 +61,16 @@ type pendingRecord struct {
 }
 
 // recordBatcher collects records and commits them; safe for concurrent use.
+//
+// Its commits are not loops and do not run on a loop.Group: each is one
+// goroutine per batch, started on demand (by a write, the window's timer
+// or a commit that returned) and ending with its batch; how many run at
+// once follows the load (past batchInflight only when batches fill up).
+// A Group starts a fixed set of loops once and its Stop cancels them,
+// where stop must cancel nothing: it writes what is queued (a commit that
+// returns during stop starts the next batch) and waits for every commit.
+// A WaitGroup counting commits, with stopped sending later writes alone,
+// is that lifecycle.
 type recordBatcher struct {
 	js  jetstream.JetStream
 	log zerolog.Logger
@@ -69,8 +79,8 @@ type recordBatcher struct {
 	queue    []*pendingRecord
 	inflight int
 	timer    *time.Timer
-	stopped  bool
-	wg       sync.WaitGroup
+	stopped  bool           // set by stop: a write no longer joins a batch
+	wg       sync.WaitGroup // one per commit started
 }
 
 func newRecordBatcher(js jetstream.JetStream, log zerolog.Logger) *recordBatcher {
@@ -122,7 +132,7 @@ func (b *recordBatcher) flushLocked() {
 	b.queue = b.queue[n:]
 	b.inflight++
 	b.wg.Add(1)
-	go func() {
+	go func() { // one commit, not a loop: see recordBatcher
 		defer b.wg.Done()
 		b.commit(batch)
 		b.mu.Lock()

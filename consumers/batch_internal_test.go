@@ -234,3 +234,44 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// stop writes every record still queued, more than one batch of them, and
+// returns only once each is confirmed; a write after stop goes out alone.
+func TestBatcherStopWritesWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js, topo, o := outcomesEnv(t)
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	const n = batchMax + 44 // stop's own flush takes batchMax; the rest follows it
+	queued := make([]*pendingRecord, n)
+	for i := range queued {
+		msg, filter, err := o.recordMsg(testRecord(fmt.Sprintf("q%d", i), schemas.OutcomeSucceeded))
+		require.NoError(t, err)
+		queued[i] = &pendingRecord{msg: msg, request: filter, done: make(chan error, 1)}
+	}
+	b.mu.Lock()
+	b.queue = append(b.queue, queued...) // as writes that found commits in flight leave them
+	b.mu.Unlock()
+
+	b.stop()
+	for i, p := range queued {
+		select {
+		case err := <-p.done:
+			require.NoError(t, err, "record %d", i)
+		default:
+			t.Fatalf("record %d not confirmed when stop returned", i)
+		}
+	}
+
+	late, filter, err := o.recordMsg(testRecord("late", schemas.OutcomeSucceeded))
+	require.NoError(t, err)
+	require.NoError(t, b.write(ctx, late, filter))
+	s, err := js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, n+1, info.State.Msgs)
+	raw, err := s.GetLastMsgForSubject(ctx, topo.OutcomeFilter("late"))
+	require.NoError(t, err)
+	require.Empty(t, raw.Header.Get(streams.HeaderBatchID), "written alone after stop")
+}

@@ -1,10 +1,13 @@
 package transport
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/loop"
 )
 
 // inflightSet holds the messages a subscription is working on (or holding
@@ -72,18 +75,9 @@ func (s *inflightSet) snapshot() []inflightMsg {
 // message whose heartbeat is overdue (the process was frozen, the clock
 // ran out while sends failed) is not beaten again: its claim is lost, its
 // work cancelled, and it settles nothing.
-func (s *subscription) heartbeatLoop() {
-	defer close(s.beatDone)
-	t := time.NewTicker(s.heartbeatInterval())
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			s.beatAll()
-		case <-s.hardStop:
-			return
-		}
-	}
+// It runs on the subscription's beats Group until Close's hard stop.
+func (s *subscription) heartbeatLoop(ctx context.Context) {
+	loop.Every(ctx, s.heartbeatInterval(), s.beatAll)
 }
 
 func (s *subscription) beatAll() {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -35,26 +36,26 @@ type subscription struct {
 	runCtx    context.Context
 	cancelRun context.CancelCauseFunc
 
-	stopOnce  sync.Once
-	stopCh    chan struct{} // closed: fetch no more
-	fetchDone chan struct{}
+	// The two loops stop at different points of a drain, so each has its
+	// own Group: fetching ends with the Subscribe context or at Close,
+	// first; heartbeats outlive both until Close's hard stop, so a message
+	// still in flight during the drain keeps its claim.
+	fetching loop.Group
+	beats    loop.Group
+
 	hardStop  chan struct{} // closed: release whatever is still unsettled
 	settleWG  sync.WaitGroup
-	beatDone  chan struct{}
 	closeOnce sync.Once
 }
 
 func newSubscription(cfg Config, topic string, cons jetstream.Consumer) *subscription {
 	s := &subscription{
 		cfg: cfg, topic: topic, cons: cons,
-		log:       cfg.Logger.With().Str("persona", topic).Logger(),
-		out:       make(chan *message.Message),
-		tokens:    make(chan struct{}, cfg.Slots),
-		inflight:  newInflightSet(),
-		stopCh:    make(chan struct{}),
-		fetchDone: make(chan struct{}),
-		hardStop:  make(chan struct{}),
-		beatDone:  make(chan struct{}),
+		log:      cfg.Logger.With().Str("persona", topic).Logger(),
+		out:      make(chan *message.Message),
+		tokens:   make(chan struct{}, cfg.Slots),
+		inflight: newInflightSet(),
+		hardStop: make(chan struct{}),
 	}
 	for range cfg.Slots {
 		s.tokens <- struct{}{}
@@ -62,38 +63,32 @@ func newSubscription(cfg Config, topic string, cons jetstream.Consumer) *subscri
 	return s
 }
 
+// start runs the fetch loop until ctx ends or Close, and the heartbeat
+// loop until Close's hard stop (not ctx: a router shutdown drains).
 func (s *subscription) start(ctx context.Context) {
 	s.runCtx, s.cancelRun = context.WithCancelCause(context.WithoutCancel(ctx))
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.stop()
-		case <-s.stopCh:
-		}
-	}()
-	go s.fetchLoop()
-	go s.heartbeatLoop()
+	s.fetching.Start(ctx, s.fetchLoop)
+	s.beats.Start(context.WithoutCancel(ctx), s.heartbeatLoop)
 }
 
-func (s *subscription) stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
-
-func (s *subscription) fetchLoop() {
-	defer close(s.fetchDone)
+// fetchLoop pulls while ctx lives (it ends with the Subscribe context or
+// at Close), then closes the channel handed to the router.
+func (s *subscription) fetchLoop(ctx context.Context) {
 	defer close(s.out)
 	for {
-		n := s.acquire()
+		n := s.acquire(ctx)
 		if n == 0 {
 			return
 		}
 		if s.cfg.Frozen != nil && s.cfg.Frozen.Load() {
 			s.release(n)
-			s.pause(s.cfg.FetchMaxWait)
+			loop.Sleep(ctx, s.cfg.FetchMaxWait)
 			continue
 		}
-		if n = s.admit(n); n == 0 {
+		if n = s.admit(ctx, n); n == 0 {
 			continue
 		}
-		got := s.fetch(n)
+		got := s.fetch(ctx, n)
 		if got < n && s.cfg.Gate != nil {
 			s.cfg.Gate.Unused(s.runCtx, n-got)
 		}
@@ -104,7 +99,7 @@ func (s *subscription) fetchLoop() {
 // admit asks the gate (if any) how many of the n slots taken may pull now
 // and gives the others back; with none admitted it waits as told (or
 // until stopped) holding no message, and returns 0.
-func (s *subscription) admit(n int) int {
+func (s *subscription) admit(ctx context.Context, n int) int {
 	if s.cfg.Gate == nil {
 		return n
 	}
@@ -112,26 +107,26 @@ func (s *subscription) admit(n int) int {
 	k = min(max(k, 0), n)
 	s.release(n - k)
 	if k == 0 {
-		s.pause(max(wait, time.Millisecond))
+		loop.Sleep(ctx, max(wait, time.Millisecond))
 	}
 	return k
 }
 
 // acquire blocks for one free slot, then takes every other free one. Stop
 // wins over a free slot: a draining replica pulls nothing more.
-func (s *subscription) acquire() int {
+func (s *subscription) acquire(ctx context.Context) int {
 	select {
-	case <-s.stopCh:
+	case <-ctx.Done():
 		return 0
 	default:
 	}
 	select {
 	case <-s.tokens:
-	case <-s.stopCh:
+	case <-ctx.Done():
 		return 0
 	}
 	select {
-	case <-s.stopCh:
+	case <-ctx.Done():
 		s.release(1)
 		return 0
 	default:
@@ -155,43 +150,36 @@ func (s *subscription) release(n int) {
 }
 
 // fetch pulls at most n messages and dispatches them; it returns how many
-// it received (each holds a slot until settled).
-func (s *subscription) fetch(n int) int {
+// it received (each holds a slot until settled). ctx is the fetch loop's:
+// once it ends, a message still arriving is given back.
+func (s *subscription) fetch(ctx context.Context, n int) int {
 	// One pull brings at most maxBatch: a huge batch would leave its tail
 	// waiting (AckWait running) while the head is dispatched.
 	batch, err := s.cons.Fetch(min(n, maxBatch), jetstream.FetchMaxWait(s.cfg.FetchMaxWait))
 	if err != nil {
 		s.log.Warn().Err(err).Msg("fetch failed; retrying")
-		s.pause(s.cfg.FetchMaxWait)
+		loop.Sleep(ctx, s.cfg.FetchMaxWait)
 		return 0
 	}
 	got := 0
 	for m := range batch.Messages() {
 		got++
 		// Heartbeats cover the message from receipt, not from dispatch.
-		ctx, cancel := context.WithCancelCause(s.runCtx)
+		msgCtx, cancel := context.WithCancelCause(s.runCtx)
 		c := newClaim(s.ackWait(), time.Now(), cancel)
-		s.dispatch(ctx, m, c, s.inflight.add(m, c))
+		s.dispatch(ctx, msgCtx, m, c, s.inflight.add(m, c))
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn().Err(err).Msg("fetch ended with an error")
-		s.pause(s.cfg.FetchMaxWait)
+		loop.Sleep(ctx, s.cfg.FetchMaxWait)
 	}
 	return got
 }
 
-func (s *subscription) pause(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.stopCh:
-	}
-}
-
-// dispatch hands one message to the router and starts its settler. A
-// message fetched while stopping is released at once.
-func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, id uint64) {
+// dispatch hands one message, with its context msgCtx, to the router and
+// starts its settler. A message fetched once the fetch loop's ctx ended
+// (stopping) is released at once.
+func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c *claim, id uint64) {
 	d, err := newDelivery(m, time.Now())
 	if err != nil {
 		s.log.Error().Err(err).Msg("message without JetStream metadata; releasing")
@@ -203,11 +191,11 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 	}
 	d.claim = c
 	wm := toWatermill(m, d)
-	wm.SetContext(withDelivery(ctx, d))
+	wm.SetContext(withDelivery(msgCtx, d))
 	// Stop wins: a pull made before the stop may still bring a message, and
 	// a select with both cases ready would pick at random.
 	select {
-	case <-s.stopCh:
+	case <-ctx.Done():
 		s.giveBack(m, c, id)
 		return
 	default:
@@ -218,9 +206,12 @@ func (s *subscription) dispatch(ctx context.Context, m jetstream.Msg, c *claim, 
 	select {
 	case s.out <- wm:
 		if !s.cfg.TypedSettleOnly {
+			// Per-message work, not a loop: it waits for this one
+			// delivery's plain settle (or the hard stop) and returns;
+			// Close waits for it through settleWG.
 			go s.watchPlain(d)
 		}
-	case <-s.stopCh:
+	case <-ctx.Done():
 		d.settler.settled.Store(true) // never handed out: nobody else settles it
 		s.settleWG.Done()
 		s.giveBack(m, c, id)
@@ -274,13 +265,15 @@ func reservedMetadata(key string) bool {
 // handlers to return, anything unsettled is released.
 func (s *subscription) close() {
 	s.closeOnce.Do(func() {
-		s.stop()
-		<-s.fetchDone
+		s.fetching.Stop() // no more fetching; returns once out is closed
 		if !waitTimeout(&s.settleWG, s.cfg.DrainTimeout) {
 			s.cancelRun(ErrShuttingDown)
 			waitTimeout(&s.settleWG, min(s.cfg.DrainTimeout, 5*time.Second))
 		}
 		close(s.hardStop)
+		// Heartbeats end here, before anything is released: a beat must
+		// not follow the release of the message it beats.
+		s.beats.Stop()
 		s.releaseUnsettled()
 		s.settleWG.Wait()
 		if s.cfg.PlainAck {
@@ -289,10 +282,12 @@ func (s *subscription) close() {
 		}
 		s.holds.releaseAll(s)
 		s.cancelRun(ErrShuttingDown)
-		<-s.beatDone
 	})
 }
 
+// waitTimeout reports whether wg is done within d. Its goroutine is a
+// one-shot wait, not a loop; after a timeout it ends with wg, which close
+// waits for anyway.
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

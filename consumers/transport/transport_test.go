@@ -386,3 +386,31 @@ func TestPlainConsumerKeepsItsClaimPastAckWait(t *testing.T) {
 	settled(t, msg)
 	require.Eventually(t, func() bool { return h.requestsLeft() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// The fetch loop ends with the Subscribe context (its channel closes),
+// but the heartbeats do not: a message still in flight while a router
+// drains keeps its claim past AckWait and can still be settled.
+func TestHeartbeatsOutliveTheSubscribeContext(t *testing.T) {
+	t.Parallel()
+	const ackWait = time.Second
+	h, sub := ackWaitSubscriber(t, "drain-beats", 2, ackWait)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := sub.Subscribe(ctx, "drain-beats")
+	require.NoError(t, err)
+	require.NoError(t, transport.NewPublisher(h.js).Publish(h.topo.RequestSubject("drain-beats"), message.NewMessage("long", []byte(`{}`))))
+	msg := receive(t, ch)
+
+	cancel()
+	select {
+	case m, ok := <-ch:
+		require.False(t, ok, "fetched after the Subscribe context ended: %v", m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel stayed open after the Subscribe context ended")
+	}
+	time.Sleep(3 * ackWait)
+	d := delivery(t, msg)
+	require.True(t, d.Held(), "the claim lapsed: heartbeats stopped with the Subscribe context")
+	require.NoError(t, d.Ack())
+	require.Zero(t, h.requestsLeft())
+}
