@@ -45,12 +45,14 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 	for _, opt := range opts {
 		opt(&o)
 	}
+	drainAttempts := func(context.Context, *schemas.OutcomeEvent) {}
 	if o.onAttempt != nil {
-		stop, err := c.followAttempts(ctx, requestID, o.onAttempt)
+		a, err := c.followAttempts(ctx, requestID, o.onAttempt)
 		if err != nil {
 			return nil, err
 		}
-		defer stop()
+		defer a.stop()
+		drainAttempts = a.drain
 	}
 	drain := func(context.Context) {}
 	if o.onOutput != nil {
@@ -65,6 +67,7 @@ func (c *Client) Await(ctx context.Context, requestID string, opts ...AwaitOptio
 	if err != nil {
 		return nil, err
 	}
+	drainAttempts(ctx, rec)
 	drain(ctx)
 	return c.result(ctx, rec)
 }
@@ -156,12 +159,85 @@ func (c *Client) result(ctx context.Context, rec *schemas.OutcomeEvent) (*Result
 	return &Result{Record: rec, Output: out}, nil
 }
 
-func (c *Client) followAttempts(ctx context.Context, requestID string, f func(*schemas.AttemptEvent)) (func(), error) {
-	return c.follow(ctx, c.topo.AttemptsStream, c.topo.AttemptFilter(requestID), func(m jetstream.Msg) {
-		if ev, err := schemas.DecodeAttemptEvent(m.Data()); err == nil {
-			f(ev)
+// attemptDrain bounds the wait, once the terminal record is read, for the
+// attempt events of its last attempt: they are published beside the
+// record, off its write's path, and may come just after it (or never, for
+// a request that ended without running).
+const attemptDrain = time.Second
+
+// attemptFollower passes a request's attempt events on and remembers the
+// last attempt seen ending, so Await returns only once the events of the
+// record's last attempt were passed on.
+type attemptFollower struct {
+	stop func()
+
+	mu    sync.Mutex
+	ended int // highest attempt seen failed or cancelled
+	begun int // highest attempt seen started
+	seen  chan struct{}
+}
+
+func (c *Client) followAttempts(ctx context.Context, requestID string, f func(*schemas.AttemptEvent)) (*attemptFollower, error) {
+	a := &attemptFollower{seen: make(chan struct{}, 1)}
+	stop, err := c.follow(ctx, c.topo.AttemptsStream, c.topo.AttemptFilter(requestID), func(m jetstream.Msg) {
+		ev, err := schemas.DecodeAttemptEvent(m.Data())
+		if err != nil {
+			return
 		}
+		f(ev)
+		a.note(ev)
 	})
+	if err != nil {
+		return nil, err
+	}
+	a.stop = stop
+	return a, nil
+}
+
+func (a *attemptFollower) note(ev *schemas.AttemptEvent) {
+	a.mu.Lock()
+	switch ev.Kind {
+	case schemas.AttemptFailed, schemas.AttemptCancelled:
+		a.ended = max(a.ended, ev.Attempt)
+	case schemas.AttemptStarted:
+		a.begun = max(a.begun, ev.Attempt)
+	}
+	a.mu.Unlock()
+	select {
+	case a.seen <- struct{}{}:
+	default:
+	}
+}
+
+// caughtUp reports whether the events of rec's last attempt were passed
+// on: its failure (or cancel) when the request did not succeed, its start
+// when it did (a success has no attempt event of its own).
+func (a *attemptFollower) caughtUp(rec *schemas.OutcomeEvent) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if rec.Outcome == schemas.OutcomeSucceeded {
+		return a.begun >= rec.Attempts
+	}
+	return a.ended >= rec.Attempts
+}
+
+// drain waits, at most attemptDrain, until the events of rec's last attempt
+// were passed on.
+func (a *attemptFollower) drain(ctx context.Context, rec *schemas.OutcomeEvent) {
+	if rec.Attempts <= 0 {
+		return
+	}
+	t := time.NewTimer(attemptDrain)
+	defer t.Stop()
+	for !a.caughtUp(rec) {
+		select {
+		case <-a.seen:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // follow runs an ordered consumer on stream's subject filter from its first
