@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/personaq/personaq/schemas"
 	"net/http"
 	"strconv"
 	"time"
@@ -121,9 +122,10 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http
 // published just before the record, when it is still on its way), then
 // the terminal event.
 func (s *Server) finish(ctx context.Context, f http.Flusher, in eventStreams, st *RequestStatus, out *eventWriter) {
-	upTo := eventPos{attempts: s.lastSeq(ctx, s.cfg.Topology.AttemptsStream, s.cfg.Topology.AttemptFilter(st.RequestID)),
+	giveUp := time.Now().Add(drainWait)
+	upTo := eventPos{attempts: s.lastAttemptSeq(ctx, st.Record, giveUp),
 		output: s.lastSeq(ctx, s.cfg.Topology.Output.Stream, s.cfg.Topology.OutputFilter(st.RequestID))}
-	timeout := time.NewTimer(drainWait)
+	timeout := time.NewTimer(time.Until(giveUp))
 	defer timeout.Stop()
 	for in.attempts != nil && out.pos.attempts < upTo.attempts || in.output != nil && (out.readOutput < upTo.output || out.open) {
 		select {
@@ -141,18 +143,59 @@ func (s *Server) finish(ctx context.Context, f http.Flusher, in eventStreams, st
 	flush(f)
 }
 
+// lastAttemptSeq is the stream sequence of rec's request's last attempt
+// event once the events of rec's last attempt are stored (its failure or
+// cancel, or a success's start): they are published beside the record, off
+// its write's path, and may be stored just after it. It stops looking at
+// giveUp (a request that ended without running has none).
+func (s *Server) lastAttemptSeq(ctx context.Context, rec *schemas.OutcomeEvent, giveUp time.Time) uint64 {
+	const every = 25 * time.Millisecond
+	subject := s.cfg.Topology.AttemptFilter(rec.RequestID)
+	for {
+		seq, data := s.lastMsg(ctx, s.cfg.Topology.AttemptsStream, subject)
+		if rec.Attempts <= 0 || lastAttemptStored(rec, data) || !time.Now().Before(giveUp) {
+			return seq
+		}
+		select {
+		case <-time.After(every):
+		case <-ctx.Done():
+			return seq
+		}
+	}
+}
+
+// lastAttemptStored reports whether last (the request's latest attempt
+// event) is, or comes after, the last event rec's attempts make.
+func lastAttemptStored(rec *schemas.OutcomeEvent, last []byte) bool {
+	ev, err := schemas.DecodeAttemptEvent(last)
+	if err != nil || ev.Attempt < rec.Attempts {
+		return false
+	}
+	if ev.Attempt > rec.Attempts || rec.Outcome == schemas.OutcomeSucceeded {
+		return true
+	}
+	return ev.Kind == schemas.AttemptFailed || ev.Kind == schemas.AttemptCancelled
+}
+
 // lastSeq is the stream sequence of the last message on subject in
 // stream (0 when none).
 func (s *Server) lastSeq(ctx context.Context, stream, subject string) uint64 {
+	seq, _ := s.lastMsg(ctx, stream, subject)
+	return seq
+}
+
+// lastMsg is the sequence and data of the last message on subject in
+// stream (0 and nil when none).
+func (s *Server) lastMsg(ctx context.Context, stream, subject string) (uint64, []byte) {
 	st, err := s.js.Stream(ctx, stream)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
 	raw, err := st.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
-		return 0
+		return 0, nil
 	}
-	return raw.Sequence
+	return raw.Sequence, raw.Data
 }
 
 // followAttempts delivers the request's attempt events after seq `after`
