@@ -24,7 +24,10 @@ func TestTaskPageCancelsARunningRequest(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		nodes, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll(".cancel-request")))
+		// AtLeast(0): a page loaded before the button was there answers
+		// now, and the next round loads it again (the default waits for a
+		// node on this page for ever).
+		nodes, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll(".cancel-request"), chromedp.AtLeast(0)))
 		return err == nil && len(nodes) == 1
 	}, 20*time.Second, 200*time.Millisecond, "the running request's step with its cancel button")
 	require.NoError(t, chromedp.Do(tab,
@@ -63,7 +66,10 @@ func TestTaskPageCancelsTheTask(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		nodes, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll(".cancel-request")))
+		// AtLeast(0): a page loaded before the button was there answers
+		// now, and the next round loads it again (the default waits for a
+		// node on this page for ever).
+		nodes, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSSAll(".cancel-request"), chromedp.AtLeast(0)))
 		return err == nil && len(nodes) == 2
 	}, 20*time.Second, 200*time.Millisecond, "both running steps")
 	require.NoError(t, chromedp.Do(tab,
