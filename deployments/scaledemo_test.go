@@ -36,3 +36,19 @@ func TestScaleDemoNamesAMissingImage(t *testing.T) {
 	require.Contains(t, stderr.String(), missing+": build it with `bash integration/images/build.sh`")
 	require.NotContains(t, stderr.String(), "value is empty")
 }
+
+// TestScaleDemoRefusesAnUnknownKill: KILL_NODE takes only "leader"; any
+// other value fails before anything starts, naming the variable.
+func TestScaleDemoRefusesAnUnknownKill(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("bash", filepath.Join("compose", "scale-demo.sh"), "1")
+	cmd.Env = append(cmd.Environ(), "KILL_NODE=nats2", "COMPOSE_PROJECT_NAME=pq-scaledemo-kill-test")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stdout: %s\nstderr: %s", &stdout, &stderr)
+	require.Equal(t, 2, exit.ExitCode())
+	require.Empty(t, stdout.String(), "nothing started")
+	require.Contains(t, stderr.String(), "KILL_NODE must be empty or 'leader', not 'nats2'")
+}
