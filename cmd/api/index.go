@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
@@ -43,53 +44,34 @@ func newIndex(max int, log zerolog.Logger) *index {
 // follow feeds the index from both streams until ctx ends; ordered
 // consumers recreate themselves across reconnects.
 func (x *index) follow(ctx context.Context, js jetstream.JetStream, t wire.Topology) {
-	stops := []func(){}
-	for _, f := range []struct {
-		stream, subjects string
-		apply            func([]byte)
-	}{
-		{t.AttemptsStream, t.AttemptsPrefix + ".>", x.applyAttempt},
-		{t.OutcomesStream, t.OutcomesPrefix + ".>", x.applyRecord},
-	} {
-		stop := x.followOne(ctx, js, f.stream, f.subjects, f.apply)
-		stops = append(stops, stop)
-	}
+	var g loop.Group
+	g.Start(ctx,
+		func(ctx context.Context) {
+			x.followOne(ctx, js, t.AttemptsStream, t.AttemptsPrefix+".>", x.applyAttempt)
+		},
+		func(ctx context.Context) {
+			x.followOne(ctx, js, t.OutcomesStream, t.OutcomesPrefix+".>", x.applyRecord)
+		})
 	<-ctx.Done()
-	for _, stop := range stops {
-		stop()
-	}
+	g.Stop()
 }
 
-// followOne consumes one stream, retrying until it exists.
-func (x *index) followOne(ctx context.Context, js jetstream.JetStream, stream, subjects string, apply func([]byte)) func() {
-	var cc jetstream.ConsumeContext
-	var mu sync.Mutex
-	go func() {
-		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects}})
-			if err == nil {
-				c, cerr := cons.Consume(func(m jetstream.Msg) { apply(m.Data()) })
-				if cerr == nil {
-					mu.Lock()
-					cc = c
-					mu.Unlock()
-					return
-				}
-				err = cerr
-			}
-			x.log.Debug().Err(err).Str("stream", stream).Msg("api: request index cannot follow the stream yet")
-			select {
-			case <-ctx.Done():
+// followOne consumes one stream until ctx ends, waiting for it to exist.
+func (x *index) followOne(ctx context.Context, js jetstream.JetStream, stream, subjects string, apply func([]byte)) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects}})
+		if err == nil {
+			cc, cerr := cons.Consume(func(m jetstream.Msg) { apply(m.Data()) })
+			if cerr == nil {
+				<-ctx.Done()
+				cc.Stop()
 				return
-			case <-time.After(wait):
 			}
+			err = cerr
 		}
-	}()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if cc != nil {
-			cc.Stop()
+		x.log.Debug().Err(err).Str("stream", stream).Msg("api: request index cannot follow the stream yet")
+		if !loop.Sleep(ctx, wait) {
+			return
 		}
 	}
 }

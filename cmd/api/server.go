@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/personaq/personaq/consumers/client"
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas/openapi"
 )
@@ -40,7 +41,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
-	done    sync.WaitGroup
+	loops   *loop.Group
 	started bool
 }
 
@@ -85,13 +86,16 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel, s.started = cancel, true
-	s.done.Add(3 + s.cfg.MaxLookups)
-	for range s.cfg.MaxLookups {
-		go func() { defer s.done.Done(); s.lookupWorker(ctx) }()
+	loops := []func(context.Context){
+		s.watchReconnects,
+		func(ctx context.Context) { s.index.follow(ctx, s.js, s.cfg.Topology) },
+		func(ctx context.Context) { s.outputHub.follow(ctx, s.js, s.cfg.Topology.Output.Stream) },
 	}
-	go func() { defer s.done.Done(); s.watchReconnects(ctx) }()
-	go func() { defer s.done.Done(); s.index.follow(ctx, s.js, s.cfg.Topology) }()
-	go func() { defer s.done.Done(); s.outputHub.follow(ctx, s.js, s.cfg.Topology.Output.Stream) }()
+	for range s.cfg.MaxLookups {
+		loops = append(loops, s.lookupWorker)
+	}
+	s.loops = &loop.Group{}
+	s.loops.Start(ctx, loops...)
 	return nil
 }
 
@@ -103,10 +107,10 @@ func (s *Server) Stop() {
 		return
 	}
 	s.started = false
-	s.cancel()
+	s.cancel() // the loops end first; parked waiters are then let go
 	s.waiters.stop()
 	s.closeParked()
-	s.done.Wait()
+	s.loops.Stop()
 }
 
 // Handler serves /v1/... and /healthz.

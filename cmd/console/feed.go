@@ -3,12 +3,12 @@ package console
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/schemas"
 )
@@ -24,8 +24,7 @@ type feed struct {
 	log    zerolog.Logger
 	ring   *ring
 	counts *counts
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loops  loop.Group
 }
 
 // ringSize is how many events the live page can show without a reload.
@@ -36,23 +35,20 @@ func newFeed(js jetstream.JetStream, t wire.Topology, window time.Duration, now 
 }
 
 func (f *feed) start(ctx context.Context) {
-	ctx, f.cancel = context.WithCancel(ctx)
-	f.wg.Add(2)
-	go f.follow(ctx, f.topo.OutcomesStream, f.topo.OutcomesPrefix+".>", f.onOutcome)
-	go f.follow(ctx, f.topo.AttemptsStream, f.topo.AttemptsPrefix+".>", f.onAttempt)
+	f.loops.Start(ctx,
+		func(ctx context.Context) {
+			f.follow(ctx, f.topo.OutcomesStream, f.topo.OutcomesPrefix+".>", f.onOutcome)
+		},
+		func(ctx context.Context) {
+			f.follow(ctx, f.topo.AttemptsStream, f.topo.AttemptsPrefix+".>", f.onAttempt)
+		})
 }
 
-func (f *feed) stop() {
-	if f.cancel != nil {
-		f.cancel()
-	}
-	f.wg.Wait()
-}
+func (f *feed) stop() { f.loops.Stop() }
 
 // follow consumes stream from Window ago; a stream that does not exist yet
 // (no replica has provisioned it) is waited for.
 func (f *feed) follow(ctx context.Context, stream, filter string, fn func(jetstream.Msg)) {
-	defer f.wg.Done()
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		since := f.now().Add(-f.window)
 		cons, err := f.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
@@ -70,10 +66,8 @@ func (f *feed) follow(ctx context.Context, stream, filter string, fn func(jetstr
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			f.log.Debug().Err(err).Str("stream", stream).Msg("console: cannot follow stream yet")
 		}
-		select {
-		case <-ctx.Done():
+		if !loop.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

@@ -30,7 +30,7 @@ func (q *queue) reject(ctx context.Context, m *delivery, seq uint64, detail stri
 		return outcome{failure: fmt.Sprintf("compensation message %s seq %d: invalid and not quarantined yet (retried on redelivery): %v", stream, seq, err)}
 	}
 	_ = m.term("invalid compensation message; quarantined as invalid_message")
-	q.r.log.Warn().Str("stream", stream).Uint64("seq", seq).Uint64("quarantine_seq", qseq).Str("detail", detail).Msg("invalid compensation message quarantined")
+	q.r.log.Warn().Str("stream", stream).Uint64("stream_seq", seq).Uint64("quarantine_seq", qseq).Str("detail", detail).Msg("invalid compensation message quarantined")
 	return outcome{failure: fmt.Sprintf("compensation message %s seq %d: quarantined as invalid_message (quarantine seq %d): %s", stream, seq, qseq, detail)}
 }
 
