@@ -45,6 +45,20 @@ type outputSink interface {
 
 var _ outputSink = (*nats.Conn)(nil)
 
+// storedSink is a sink that can also wait until the stream stored a
+// message (a publish with a reply: JetStream answers once it is stored).
+type storedSink interface {
+	Request(subject string, data []byte, timeout time.Duration) (*nats.Msg, error)
+}
+
+var _ storedSink = (*nats.Conn)(nil)
+
+// outputFinalAck bounds the wait for the final chunk to be stored: the
+// terminal record follows it, so a caller that sees the record and reads
+// the output stream finds the whole output there. Live output is not
+// authoritative: past this bound the record is written anyway.
+const outputFinalAck = 2 * time.Second
+
 // attemptOutput is the live output writer of one attempt: Write appends
 // to a buffer bounded by the cap and returns at once; one goroutine,
 // started by the first write, publishes the buffer when it reaches
@@ -197,7 +211,7 @@ func (o *attemptOutput) flush(final bool) {
 	if final {
 		c := o.chunk("")
 		c.Final, c.Truncated = true, dropped
-		o.publish(c)
+		o.publishStored(c)
 		if dropped > 0 && o.truncated != nil {
 			o.truncated(dropped)
 		}
@@ -213,6 +227,19 @@ func (o *attemptOutput) chunk(data string) *schemas.OutputChunk {
 		Offset: o.offset, Data: data, At: o.now().UTC()}
 	o.offset += int64(len(data))
 	return c
+}
+
+// publishStored publishes c and waits until the output stream stored it
+// (every chunk before it, sent on the same connection, is stored first).
+func (o *attemptOutput) publishStored(c *schemas.OutputChunk) {
+	ss, ok := o.sink.(storedSink)
+	if !ok {
+		o.publish(c)
+		return
+	}
+	if _, err := ss.Request(o.subject, schemas.MarshalOutputChunk(c), outputFinalAck); err != nil {
+		o.log.Debug().Err(err).Str("request_id", o.requestID).Int("attempt", o.attempt).Msg("final output chunk not confirmed stored")
+	}
 }
 
 func (o *attemptOutput) publish(c *schemas.OutputChunk) {

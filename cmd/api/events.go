@@ -122,10 +122,11 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, f http
 // published just before the record, when it is still on its way), then
 // the terminal event.
 func (s *Server) finish(ctx context.Context, f http.Flusher, in eventStreams, st *RequestStatus, out *eventWriter) {
-	giveUp := time.Now().Add(drainWait)
-	upTo := eventPos{attempts: s.lastAttemptSeq(ctx, st.Record, giveUp),
+	// The wait for the last attempt's events has a budget of its own, so a
+	// request whose attempt events never come still has its output drained.
+	upTo := eventPos{attempts: s.lastAttemptSeq(ctx, st.Record, time.Now().Add(drainWait)),
 		output: s.lastSeq(ctx, s.cfg.Topology.Output.Stream, s.cfg.Topology.OutputFilter(st.RequestID))}
-	timeout := time.NewTimer(time.Until(giveUp))
+	timeout := time.NewTimer(drainWait)
 	defer timeout.Stop()
 	for in.attempts != nil && out.pos.attempts < upTo.attempts || in.output != nil && (out.readOutput < upTo.output || out.open) {
 		select {
