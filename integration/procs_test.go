@@ -152,8 +152,24 @@ type natsProc struct {
 }
 
 // startNATSProcs starts n nats-servers (n > 1: a cluster named "faults")
-// and waits until JetStream answers on each.
+// and waits until JetStream answers on each. A node that exits at once
+// (a port another parallel test took between freeLoopbackPort and the
+// server's bind) has the whole cluster started again on other ports.
 func startNATSProcs(t *testing.T, n int) []*natsProc {
+	t.Helper()
+	for try := 1; ; try++ {
+		nodes, err := tryNATSProcs(t, n)
+		if err == nil {
+			return nodes
+		}
+		if try == 3 || !errors.Is(err, errExitedEarly) {
+			t.Fatal(err)
+		}
+		t.Logf("nats-server start, try %d: %v; starting again on other ports", try, err)
+	}
+}
+
+func tryNATSProcs(t *testing.T, n int) ([]*natsProc, error) {
 	t.Helper()
 	_, bin := binaries(t)
 	nodes := make([]*natsProc, n)
@@ -183,9 +199,39 @@ func startNATSProcs(t *testing.T, n int) []*natsProc {
 		t.Cleanup(nd.kill)
 	}
 	for _, nd := range nodes {
-		nd.waitListening(t)
+		if err := nd.listening(30 * time.Second); err != nil {
+			for _, o := range nodes {
+				o.kill()
+			}
+			return nil, err
+		}
 	}
-	return nodes
+	return nodes, nil
+}
+
+// errExitedEarly: a server exited before it accepted connections.
+var errExitedEarly = errors.New("exited before listening")
+
+// listening waits until the server accepts client connections; an error
+// says why not, with the end of its log.
+func (n *natsProc) listening(timeout time.Duration) error {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s (port %d) %w:\n%s", n.name, n.port, errExitedEarly, n.tail(10))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not listening on %d after %s:\n%s", n.name, n.port, timeout, n.tail(10))
 }
 
 func (n *natsProc) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -193,14 +239,9 @@ func (n *natsProc) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.po
 // waitListening waits until the server accepts client connections.
 func (n *natsProc) waitListening(t *testing.T) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("%s listening on %d", n.name, n.port), 30*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		_ = c.Close()
-		return true
-	})
+	if err := n.listening(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // restart starts the killed server again on its port and store.
