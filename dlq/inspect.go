@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/personaq/personaq/consumers/streams"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -364,7 +365,7 @@ func (i *Inspector) remove(ctx context.Context, s jetstream.Stream, e Entry) err
 			}
 		}
 	}
-	return deleteMsg(ctx, s, e.Seq)
+	return streams.DeleteMsg(ctx, s, e.Seq)
 }
 
 func (i *Inspector) stream(ctx context.Context) (jetstream.Stream, error) {

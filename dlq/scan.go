@@ -88,18 +88,6 @@ func streamErr(stream string, err error) error {
 	return fmt.Errorf("stream %s: %w", stream, err)
 }
 
-// deleteMsg removes seq from s; a message already gone is not an error.
-func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
-	err := s.DeleteMsg(ctx, seq)
-	if err == nil {
-		return nil
-	}
-	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	return err
-}
-
 // msgSeq returns the stream sequence and time of a consumed message.
 func msgSeq(m jetstream.Msg) (uint64, time.Time) {
 	md, err := m.Metadata()

@@ -340,7 +340,7 @@ func (l *Listener) capture(ctx context.Context, adv Advisory, bySweep bool) (Cap
 			return c, fmt.Errorf("quarantined as seq %d but its terminal record not stored: %w", c.QuarantineSeq, err)
 		}
 	}
-	if err := deleteMsg(ctx, s, adv.StreamSeq); err != nil {
+	if err := streams.DeleteMsg(ctx, s, adv.StreamSeq); err != nil {
 		return c, fmt.Errorf("quarantined as seq %d but not removed from %s: %w", c.QuarantineSeq, adv.Stream, err)
 	}
 	l.w.ClearCaptureFailure(ctx, adv.Stream, adv.StreamSeq)
@@ -415,19 +415,6 @@ func LastDeliveryDetail(delivered uint64, consumer, stream string, seq uint64) s
 		"its last delivery, without running it. No earlier delivery was acknowledged, retried or released: its "+
 		"worker stopped while holding it (crashed, killed or hung) or could not settle it; the replicas' logs "+
 		"around those deliveries say which. From %s seq %d", delivered, consumer, stream, seq)
-}
-
-// deleteMsg removes seq from s; a message already gone is not an error (as
-// the quarantine's purge does, in package dlq).
-func deleteMsg(ctx context.Context, s jetstream.Stream, seq uint64) error {
-	err := s.DeleteMsg(ctx, seq)
-	if err == nil {
-		return nil
-	}
-	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	return err
 }
 
 // streamErr translates a missing stream into dlq.ErrStreamMissing, naming
