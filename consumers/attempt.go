@@ -20,53 +20,72 @@ type ran struct {
 	overran bool
 }
 
-// invoke is the stage that runs the persona's handler for the attempt,
-// under its timeout (the policy's, cut to the caller's step deadline). A
-// panic is recovered as a terminal outcome.
-func (r *Runtime) invoke(ctx context.Context, st *attemptState) ran {
+// The invoke stage runs the persona's handler for the attempt, under its
+// timeout (the policy's, cut to the caller's step deadline), a panic
+// recovered as a terminal outcome: startInvoke readies the run on the
+// router's goroutine, invokeApart (process.go) calls the handler on the
+// attempt's own, and endInvoke closes the run.
+
+// handlerCall is one run of the handler, readied by startInvoke.
+type handlerCall struct {
+	st        *attemptState
+	ctx       context.Context // the attempt's, under its timeout, with the live output writer
+	cancel    context.CancelFunc
+	req       *handlers.Request
+	closeLive func()
+	out       ran
+}
+
+// startInvoke readies the handler's run: the attempt's role, agent and
+// timeout, its context, its started event, the request the handler gets.
+func (r *Runtime) startInvoke(ctx context.Context, st *attemptState) *handlerCall {
 	st.attempt.Role = retry.RoleFor(st.attempt.Number, st.hasFallback())
 	st.attempt.Agent = st.agentFor(st.attempt.Role)
-	timeout := retry.TimeoutFor(st.policy, st.history, st.attempt.Number)
+	timeout := retry.TimeoutFor(*st.policy, st.history, st.attempt.Number)
 	if !st.deadline.IsZero() {
 		timeout = min(timeout, st.deadline.Sub(r.now())) // the caller stops waiting then
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	c := &handlerCall{st: st}
+	c.ctx, c.cancel = context.WithTimeout(ctx, timeout)
 	st.attempt.At = r.now()
-	st.attempt.Trace = tracing.Traceparent(actx)
+	st.attempt.Trace = tracing.Traceparent(c.ctx)
 	r.attemptStarted(st)
 	r.publishSupersede(st)
-	out := r.call(actx, st)
+	c.req = &handlers.Request{
+		Message: st.req, Attempt: st.attempt.Number, Role: st.attempt.Role, Agent: st.attempt.Agent,
+		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
+		ProgressInterval: retry.ProgressIntervalFor(*st.policy, st.history),
+	}
+	if st.lease != nil {
+		c.req.LeaseDeadline = st.lease.until // the agent's supervisor stops it by then
+	}
+	c.ctx, c.closeLive = r.liveOutput(c.ctx, st)
+	r.obs.InFlight(st.persona.name, 1)
+	return c
+}
+
+// handlerPanicked turns a panic of the handler (p, when not nil) into a
+// terminal outcome.
+func (r *Runtime) handlerPanicked(c *handlerCall, p any) {
+	if p == nil {
+		return
+	}
+	c.out.err = handlers.Terminal(fmt.Errorf("%w: %v", handlers.ErrPanic, p))
+	c.st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Int("attempt", c.st.attempt.Number).Msg("persona handler panicked; treated as terminal")
+}
+
+// endInvoke closes the handler's run once it returned: the final chunk
+// of its live output goes before the terminal record; what it took.
+func (r *Runtime) endInvoke(c *handlerCall) {
+	st, out := c.st, &c.out
+	c.closeLive()
+	r.obs.InFlight(st.persona.name, -1)
 	st.attempt.Duration = r.now().Sub(st.attempt.At)
-	out.overran = out.err != nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+	out.overran = out.err != nil && errors.Is(c.ctx.Err(), context.DeadlineExceeded)
+	c.cancel()
 	if u := out.result.Usage; !u.IsZero() {
 		r.observeUsage(st.persona.name, u)
 	}
-	return out
-}
-
-// call runs the handler once, recovering a panic as a terminal error.
-func (r *Runtime) call(ctx context.Context, st *attemptState) (out ran) {
-	defer func() {
-		if p := recover(); p != nil {
-			out.err = handlers.Terminal(fmt.Errorf("%w: %v", handlers.ErrPanic, p))
-			st.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Int("attempt", st.attempt.Number).Msg("persona handler panicked; treated as terminal")
-		}
-	}()
-	req := &handlers.Request{
-		Message: st.req, Attempt: st.attempt.Number, Role: st.attempt.Role, Agent: st.attempt.Agent,
-		Previous: st.history, Feedback: retry.FeedbackFor(st.history),
-		ProgressInterval: retry.ProgressIntervalFor(st.policy, st.history),
-	}
-	if st.lease != nil {
-		req.LeaseDeadline = st.lease.until // the agent's supervisor stops it by then
-	}
-	r.obs.InFlight(st.persona.name, 1)
-	defer r.obs.InFlight(st.persona.name, -1)
-	ctx, closeLive := r.liveOutput(ctx, st)
-	defer closeLive() // the final chunk goes before the terminal record
-	out.result, out.err = st.persona.handler.Handle(ctx, req)
-	return out
 }
 
 // decide is the stage that reads the attempt's outcome: an attempt whose
@@ -109,7 +128,7 @@ func (r *Runtime) decide(ctx context.Context, st *attemptState, out ran) ending 
 // decided is the classified attempt's ending: retry.Decide's, cut to the
 // caller's step deadline, logged.
 func (r *Runtime) decided(st *attemptState) ending {
-	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history,
+	d := retry.Decide(retry.Input{Policy: *st.policy, HasFallback: st.hasFallback(), History: st.history,
 		Current: st.attempt, ProgressTotal: st.req.ProgressTotal})
 	return r.toEnding(st, r.checkDeadline(st, d))
 }

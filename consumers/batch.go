@@ -22,24 +22,25 @@ import (
 // per-record writes, so one duplicate never fails the others. The ack of a
 // request still waits for its own record's confirmation.
 //
-// Records are collected while earlier commits are in flight (group commit:
-// under no load a record goes out at once) and for at most batchWindow.
-// Quarantine records do not join: they are on another stream and dedup by
-// Nats-Msg-Id, which a batch refuses (JSAtomicPublishContainsDuplicateMessage).
+// Group commit: a record goes out at once when no commit is in flight;
+// while one is, records queue and go out together when it returns. The
+// wait is one commit, not a timer: on R1 file storage the server builds a
+// file-backed staging store for every atomic batch (directory, metadata
+// written and fsynced, removed after), a fixed cost of several
+// milliseconds whatever the batch holds, so a batch must be large to be
+// worth it, and only what queued behind a commit makes it large. The
+// runtime frees a request's worker slot when its handler returns
+// (transport.Delivery.WorkDone), so completions keep arriving while a
+// commit is in flight. Quarantine records do not join: they are on
+// another stream and dedup by Nats-Msg-Id, which a batch refuses
+// (JSAtomicPublishContainsDuplicateMessage).
 
 const (
-	// batchWindow is the longest a record waits for others to join it.
-	batchWindow = 2 * time.Millisecond
 	// batchMax caps one batch (the server's limit is 1000).
 	batchMax = 256
-	// batchMinSize: fewer records are written one by one. A batch costs a
-	// few fsyncs of its own (staging, commit), a single publish one.
+	// batchMinSize: fewer records are written one by one, concurrently.
+	// A batch's staging store costs more than a few single writes.
 	batchMinSize = 4
-	// batchInflight is how many commits may be in flight before records
-	// wait for one to return (the server allows 50 per stream).
-	batchInflight = 2
-	// batchInflightMax bounds commits started by the window's timer.
-	batchInflightMax = 16
 	// batchCommitTimeout bounds one commit; past it every record of the
 	// batch is written alone (a record the batch did store is then found
 	// by its create-once check and recognised as ours).
@@ -63,9 +64,9 @@ type pendingRecord struct {
 // recordBatcher collects records and commits them; safe for concurrent use.
 //
 // Its commits are not loops and do not run on a loop.Group: each is one
-// goroutine per batch, started on demand (by a write, the window's timer
-// or a commit that returned) and ending with its batch; how many run at
-// once follows the load (past batchInflight only when batches fill up).
+// goroutine per batch, started on demand (by a write that finds no commit
+// in flight, or by the commit that returns) and ending with its batch;
+// one runs at a time.
 // A Group starts a fixed set of loops once and its Stop cancels them,
 // where stop must cancel nothing: it writes what is queued (a commit that
 // returns during stop starts the next batch) and waits for every commit.
@@ -77,8 +78,7 @@ type recordBatcher struct {
 
 	mu       sync.Mutex
 	queue    []*pendingRecord
-	inflight int
-	timer    *time.Timer
+	inflight bool           // a commit is in flight
 	stopped  bool           // set by stop: a write no longer joins a batch
 	wg       sync.WaitGroup // one per commit started
 }
@@ -97,11 +97,8 @@ func (b *recordBatcher) write(ctx context.Context, msg *nats.Msg, request string
 		return writeAlone(ctx, b.js, msg)
 	}
 	b.queue = append(b.queue, p)
-	switch {
-	case len(b.queue) >= batchMax || b.inflight < batchInflight:
+	if !b.inflight {
 		b.flushLocked()
-	case b.timer == nil:
-		b.timer = time.AfterFunc(batchWindow, b.windowEnded)
 	}
 	b.mu.Unlock()
 	select {
@@ -112,33 +109,21 @@ func (b *recordBatcher) write(ctx context.Context, msg *nats.Msg, request string
 	}
 }
 
-func (b *recordBatcher) windowEnded() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.timer = nil
-	if len(b.queue) > 0 && b.inflight < batchInflightMax {
-		b.flushLocked()
-	}
-}
-
-// flushLocked starts a commit of up to batchMax queued records.
+// flushLocked starts a commit of up to batchMax queued records; the
+// commit, when it returns, starts the next one with what queued meanwhile.
 func (b *recordBatcher) flushLocked() {
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
 	n := min(len(b.queue), batchMax)
 	batch := b.queue[:n:n]
 	b.queue = b.queue[n:]
-	b.inflight++
+	b.inflight = true
 	b.wg.Add(1)
 	go func() { // one commit, not a loop: see recordBatcher
 		defer b.wg.Done()
 		b.commit(batch)
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.inflight--
-		if len(b.queue) > 0 && (b.inflight < batchInflight || len(b.queue) >= batchMax) {
+		b.inflight = false
+		if len(b.queue) > 0 {
 			b.flushLocked()
 		}
 	}()
@@ -259,7 +244,7 @@ func (s *Outcomes) useBatches(ctx context.Context, log *zerolog.Logger) {
 	s.mu.Lock()
 	s.batch = newRecordBatcher(s.js, log.With().Str("component", "record-batch").Logger())
 	s.mu.Unlock()
-	log.Info().Dur("window", batchWindow).Int("max", batchMax).Msg("terminal records of concurrent completions committed as atomic batches")
+	log.Info().Int("max", batchMax).Msg("terminal records of concurrent completions committed as atomic batches")
 }
 
 // stopBatches writes the records still queued and stops batching.

@@ -275,3 +275,54 @@ func TestBatcherStopWritesWhatIsQueued(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, raw.Header.Get(streams.HeaderBatchID), "written alone after stop")
 }
+
+// Group commit: while a commit is in flight, records queue (none is sent
+// on a timer); when it returns, everything queued goes out as one atomic
+// batch. With no commit in flight a record goes out at once.
+func TestRecordsQueueBehindTheCommitInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js, topo, o := outcomesEnv(t)
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	t.Cleanup(b.stop)
+
+	alone, filter, err := o.recordMsg(testRecord("first", schemas.OutcomeSucceeded))
+	require.NoError(t, err)
+	require.NoError(t, b.write(ctx, alone, filter), "no commit in flight: written at once")
+	b.wg.Wait() // its commit has returned (it confirms its record first)
+
+	b.mu.Lock()
+	b.inflight = true // as while a commit is on its way
+	b.mu.Unlock()
+	const n = 12
+	errs := make(chan error, n)
+	for i := range n {
+		msg, filter, err := o.recordMsg(testRecord(fmt.Sprintf("g%d", i), schemas.OutcomeSucceeded))
+		require.NoError(t, err)
+		go func() { errs <- b.write(ctx, msg, filter) }()
+	}
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == n
+	}, 5*time.Second, time.Millisecond, "every record queues behind the commit in flight")
+	require.Never(t, func() bool { return len(errs) > 0 }, 100*time.Millisecond, 10*time.Millisecond, "nothing confirmed while queued")
+
+	b.mu.Lock() // the commit in flight returns: the queue goes out
+	b.inflight = false
+	b.flushLocked()
+	b.mu.Unlock()
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	s, err := js.Stream(ctx, topo.OutcomesStream)
+	require.NoError(t, err)
+	batches := map[string]int{}
+	for i := range n {
+		raw, err := s.GetLastMsgForSubject(ctx, topo.OutcomeFilter(fmt.Sprintf("g%d", i)))
+		require.NoError(t, err)
+		batches[raw.Header.Get(streams.HeaderBatchID)]++
+	}
+	require.Len(t, batches, 1, "one atomic batch for everything queued")
+	require.NotContains(t, batches, "", "committed as a batch, not one by one")
+}

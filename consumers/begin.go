@@ -2,8 +2,11 @@ package consumers
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/personaq/personaq/consumers/ledger"
@@ -40,7 +43,7 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 		}
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
-	if late, ok := lateness(st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
+	if late, ok := lateness(*st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
 		r.obs.RedeliveryLateness(st.persona.name, late)
 	}
 	if end, done := r.endedBefore(st); done {
@@ -103,11 +106,15 @@ func (r *Runtime) beginLeased(ctx context.Context, st *attemptState) (ledger.Beg
 			Msg("an attempt of this request runs elsewhere (live lease); released without counting an attempt")
 		return begun, end, true
 	}
+	if begun.Resumed {
+		st.log.Info().Int("attempt", begun.Attempt).
+			Msg("attempt ledger had run this delivery's unanswered start: its attempt, which never ran, is resumed, not counted lost")
+	}
 	if begun.Fresh && r.floored(st.delivery) {
 		st.log.Warn().Uint64("delivered", st.delivery.Delivered).Int("attempt", begun.Attempt).
 			Msg("ledger lost this request's attempts; numbering from its JetStream delivery count")
 	}
-	st.lease = newAttemptLease(begun.Lease, leaseTTL(st.persona.spec.AckWait), begunAt, st.log.With().Int("attempt", begun.Attempt).Logger())
+	st.lease = newAttemptLease(begun.Lease, leaseTTL(st.persona.spec.AckWait), begunAt, &st.log, begun.Attempt)
 	return begun, ending{}, false
 }
 
@@ -151,7 +158,7 @@ func (r *Runtime) callBegin(ctx context.Context, st *attemptState) (ledger.Begun
 	t0 := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
-	opts := []ledger.BeginOption{ledger.WithLease(leaseTTL(st.persona.spec.AckWait))}
+	opts := []ledger.BeginOption{ledger.WithLease(leaseTTL(st.persona.spec.AckWait)), ledger.WithIdempotencyKey(r.beginKey(st.delivery))}
 	if d := st.delivery; d.Delivered > 1 {
 		opts = append(opts, ledger.WithEpochFloor(d.Published, int(d.Delivered)))
 	}
@@ -162,6 +169,29 @@ func (r *Runtime) callBegin(ctx context.Context, st *attemptState) (ledger.Begun
 		r.noteEpoch(begun.Epoch)
 	}
 	return begun, err
+}
+
+// beginKey is the idempotency key of d's Begin calls: this Runtime's
+// random prefix, the message's stream sequence and its delivery count, so
+// unique to one delivery. A delivery asks Begin again only when it got no
+// answer (awaitLedger) or found the step busy (outwait); when the
+// unanswered call did open an attempt (Redis ran the script, then shut
+// down before replying), the next call takes that attempt over: it never
+// reached the handler, so it is not recorded as lost.
+func (r *Runtime) beginKey(d *transport.Delivery) string {
+	b := make([]byte, 0, len(r.beginKeys)+24)
+	b = append(b, r.beginKeys...)
+	b = strconv.AppendUint(b, d.Sequence, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, d.Delivered, 10)
+	return string(b)
+}
+
+// newBeginKeys is a random prefix for a Runtime's Begin keys.
+func newBeginKeys() string {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b) + "."
 }
 
 // floored reports whether d's attempt was numbered from its delivery
@@ -249,7 +279,7 @@ func (r *Runtime) endedBefore(st *attemptState) (ending, bool) {
 		return ending{}, false
 	}
 	last := st.history[n-1]
-	d := retry.Decide(retry.Input{Policy: st.policy, HasFallback: st.hasFallback(), History: st.history[:n-1],
+	d := retry.Decide(retry.Input{Policy: *st.policy, HasFallback: st.hasFallback(), History: st.history[:n-1],
 		Current: last, ProgressTotal: st.req.ProgressTotal})
 	if d.Action == retry.ActionRetry || d.Action == retry.ActionAck {
 		return ending{}, false

@@ -20,6 +20,7 @@ import (
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
+	"github.com/personaq/personaq/integration/testenv"
 )
 
 // The benchmarks behind BENCHMARKS.md. They need a redis-server (see
@@ -592,6 +593,16 @@ func BenchmarkSlowInFlight(b *testing.B) {
 				benchSlow(b, e, n)
 			})
 		}
+	}
+	// As a replica is deployed: nats-server in a process of its own, so
+	// peak_rss_MB is the runtime's alone and server_peak_rss_MB the server's.
+	for _, n := range []int{5000, 10000} {
+		b.Run(fmt.Sprintf("FileServerApart/inflight=%d", n), func(b *testing.B) {
+			e := &benchEnv{nats: testenv.StartNATSProcess(b), storage: jetstream.FileStorage}
+			e.js = e.nats.JetStream(b)
+			benchSlow(b, e, n)
+			b.ReportMetric(float64(e.nats.PeakRSS())/benchMB, "server_peak_rss_MB")
+		})
 	}
 }
 

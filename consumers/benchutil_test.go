@@ -394,23 +394,8 @@ type benchMem struct {
 	rss   uint64 // /proc/self/status VmRSS, bytes
 }
 
-// benchRSS reads VmRSS from /proc/self/status (0 where there is none).
-func benchRSS() uint64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest) // "123456 kB"
-			if len(f) == 2 && f[1] == "kB" {
-				kb, _ := strconv.ParseUint(f[0], 10, 64)
-				return kb * 1024
-			}
-		}
-	}
-	return 0
-}
+// benchRSS is this process's resident set now (0 where /proc does not say).
+func benchRSS() uint64 { return testenv.ProcStatus("self", "VmRSS") }
 
 const benchMB = 1 << 20
 

@@ -59,13 +59,23 @@ type cancelWatch struct {
 	horizon time.Time
 	// forgotten is the newest cancel time forgotten to stay bounded.
 	forgotten time.Time
-	running   map[string]map[uint64]context.CancelCauseFunc
-	nextRun   uint64
+	// running lists the attempts of each request this replica runs: one,
+	// almost always (a list, not a map per request: it is kept for as
+	// long as the attempt runs).
+	running map[string]*trackedRun
+}
+
+// trackedRun is one running attempt in cancelWatch.running.
+type trackedRun struct {
+	w         *cancelWatch
+	requestID string
+	cancel    context.CancelCauseFunc
+	next      *trackedRun
 }
 
 func newCancelWatch(js jetstream.JetStream, t Topology, log zerolog.Logger) *cancelWatch {
 	return &cancelWatch{js: js, topo: t, log: log, max: cancelWatchMax,
-		records: map[string]*schemas.OutcomeEvent{}, running: map[string]map[uint64]context.CancelCauseFunc{},
+		records: map[string]*schemas.OutcomeEvent{}, running: map[string]*trackedRun{},
 		horizon: time.Now()} // until started, every message looks its record up
 }
 
@@ -189,8 +199,8 @@ func (w *cancelWatch) add(rec *schemas.OutcomeEvent) {
 	}
 	w.order = append(w.order, rec.RequestID)
 	w.records[rec.RequestID] = rec
-	for _, cancel := range w.running[rec.RequestID] {
-		cancel(ErrCancelled)
+	for t := w.running[rec.RequestID]; t != nil; t = t.next {
+		t.cancel(ErrCancelled)
 	}
 	if len(w.order) > w.max {
 		w.forgetOldest()
@@ -249,18 +259,29 @@ func (w *cancelWatch) track(requestID string, cancel context.CancelCauseFunc) (u
 	if w.records[requestID] != nil {
 		cancel(ErrCancelled)
 	}
-	w.nextRun++
-	id := w.nextRun
-	if w.running[requestID] == nil {
-		w.running[requestID] = map[uint64]context.CancelCauseFunc{}
+	t := &trackedRun{w: w, requestID: requestID, cancel: cancel, next: w.running[requestID]}
+	w.running[requestID] = t
+	return t.untrack
+}
+
+// untrack removes t from the running attempts of its request.
+func (t *trackedRun) untrack() {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	head := w.running[t.requestID]
+	if head == t {
+		if t.next == nil {
+			delete(w.running, t.requestID)
+		} else {
+			w.running[t.requestID] = t.next
+		}
+		return
 	}
-	w.running[requestID][id] = cancel
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.running[requestID], id)
-		if len(w.running[requestID]) == 0 {
-			delete(w.running, requestID)
+	for p := head; p != nil; p = p.next {
+		if p.next == t {
+			p.next = t.next
+			return
 		}
 	}
 }

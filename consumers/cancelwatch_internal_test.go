@@ -77,3 +77,40 @@ func TestCancelWatchCatchesUpAfterAReconnect(t *testing.T) {
 	require.NotNil(t, w.cancelled("before"))
 	require.True(t, w.horizon.IsZero(), "every stored cancel read: no message needs a lookup")
 }
+
+// Two attempts of one request tracked at once (a redelivery while the
+// first still runs here) are both stopped by its cancel, whichever of them
+// was untracked in between; the last untrack leaves nothing behind.
+func TestCancelWatchTrackTwoAttempts(t *testing.T) {
+	t.Parallel()
+	for _, first := range []bool{true, false} {
+		w := newCancelWatch(nil, Topology{}.WithDefaults(), zerolog.Nop())
+		ctxs := make([]context.Context, 3)
+		untracks := make([]func(), 3)
+		for i := range ctxs {
+			var cancel context.CancelCauseFunc
+			ctxs[i], cancel = context.WithCancelCause(context.Background())
+			untracks[i] = w.track("r1", cancel)
+		}
+		gone := 1 // the middle one
+		if first {
+			gone = 0
+		}
+		untracks[gone]()
+		untracks[gone]() // a second untrack changes nothing
+		w.add(&schemas.OutcomeEvent{RequestID: "r1", Outcome: schemas.OutcomeCancelled})
+		for i, ctx := range ctxs {
+			if i == gone {
+				require.NoError(t, ctx.Err(), "attempt %d was untracked before the cancel", i)
+			} else {
+				require.Equal(t, ErrCancelled, context.Cause(ctx), "attempt %d", i)
+			}
+		}
+		for i, u := range untracks {
+			if i != gone {
+				u()
+			}
+		}
+		require.Empty(t, w.running)
+	}
+}

@@ -28,8 +28,7 @@ func (r *Runtime) decode(msg *message.Message, st *attemptState) (ending, bool) 
 	}
 	st.req = req
 	st.corrID = correlationID(req, msg)
-	st.log = st.log.With().Str("task_id", req.TaskID).Str("step", req.Step).
-		Str("request_id", req.RequestID).Str("correlation_id", st.corrID).Logger()
+	st.log.decoded(req, st.corrID)
 	if st.deadline, err = parseDeadline(msg.Metadata.Get(schemas.HeaderDeadline)); err != nil {
 		return r.reject(st, retry.Attempt{Class: retry.ClassInvalidMessage, Error: err.Error(), At: r.now()}), true
 	}

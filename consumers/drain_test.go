@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
@@ -81,4 +82,34 @@ func TestDrainPullsNothingAndHeldRetriesKeepTheirDelay(t *testing.T) {
 	require.Len(t, runs["t-held"], 2)
 	require.GreaterOrEqual(t, runs["t-held"][1].Sub(failedAt), retryAfter-300*time.Millisecond,
 		"the held retry kept its Retry-After through the drain")
+}
+
+// A replica stopped while it is starting stops cleanly, at whatever point
+// of its start the stop lands: Run returns, and nothing it started is left
+// running (the package's TestMain checks for leaked goroutines). The stop
+// that used to leak (between the subscribers' close and the router's
+// subscribe, a window of microseconds) is pinned deterministically by
+// transport's TestSubscribeWhileStoppingGivesAClosedChannel; this one
+// sweeps the start as a whole.
+func TestStopWhileStartingLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, false)
+	noop := handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) { return handlers.Result{}, nil })
+	for i := range 10 {
+		log := zerolog.Nop()
+		rt, err := consumers.New(consumers.Config{
+			JetStream: h.js, WithoutLedger: true, Logger: &log, FetchMaxWait: 100 * time.Millisecond,
+			Personas: []consumers.Persona{persona("a", noop, fastPolicy(2)), persona("b", noop, fastPolicy(2))},
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i)*4*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- rt.Run(ctx) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d: Run did not return after a stop %s into its start", i, time.Duration(i)*4*time.Millisecond)
+		}
+		cancel()
+	}
 }

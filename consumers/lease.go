@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/loop"
 	"github.com/personaq/personaq/consumers/transport"
@@ -18,10 +16,13 @@ import (
 // the leaseKeeper. Its deadline is local and conservative: the time a
 // renewal was *sent* plus the TTL, never later than Redis's own expiry.
 type attemptLease struct {
-	l      ledger.Lease
-	ttl    time.Duration
-	log    zerolog.Logger
-	cancel context.CancelCauseFunc // set once the attempt's context exists
+	l   ledger.Lease
+	ttl time.Duration
+	// log is the attempt's delivery logger, attempt its number: a lease
+	// logs only when it is lost, so no logger context is made for it.
+	log     *stateLog
+	attempt int
+	cancel  context.CancelCauseFunc // set once the attempt's context exists
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -48,8 +49,8 @@ func (a *attemptLease) isEnding() bool {
 	return a.ending
 }
 
-func newAttemptLease(l ledger.Lease, ttl time.Duration, sent time.Time, log zerolog.Logger) *attemptLease {
-	return &attemptLease{l: l, ttl: ttl, log: log, deadline: sent.Add(ttl)}
+func newAttemptLease(l ledger.Lease, ttl time.Duration, sent time.Time, log *stateLog, attempt int) *attemptLease {
+	return &attemptLease{l: l, ttl: ttl, log: log, attempt: attempt, deadline: sent.Add(ttl)}
 }
 
 // valid reports whether a settle may still go out at now under this lease.

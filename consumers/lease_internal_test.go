@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers/ledger"
@@ -32,8 +31,8 @@ func TestLeaseRefusedAfterFinishIsNotLost(t *testing.T) {
 	var frozen atomic.Bool
 	var lost []string
 	k := newLeaseKeeper(refusingLedger{}, &frozen, func(_ *attemptLease, why string) { lost = append(lost, why) })
-	running := newAttemptLease(ledger.Lease{}, time.Minute, time.Now(), zerolog.Nop())
-	finishing := newAttemptLease(ledger.Lease{}, time.Minute, time.Now(), zerolog.Nop())
+	running := newAttemptLease(ledger.Lease{}, time.Minute, time.Now(), nil, 1)
+	finishing := newAttemptLease(ledger.Lease{}, time.Minute, time.Now(), nil, 1)
 	k.add(running)
 	k.add(finishing)
 	group := []*attemptLease{running, finishing}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/personaq/personaq/consumers/wire"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/integration/testenv"
+	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -34,15 +38,22 @@ func outageHarness(t *testing.T) (*harness, *testenv.Redis) {
 			return !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("pool.(*ConnPool).tryDial"))
 		}, 5*time.Second, 50*time.Millisecond, "go-redis's dialer stopped")
 	})
-	client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	l, err := ledger.New(ledger.Config{Client: client})
+	l := h.useLedger(redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1}))
+	_, err := l.Epoch(context.Background())
 	require.NoError(t, err)
-	_, err = l.Epoch(context.Background())
-	require.NoError(t, err)
-	h.ledger = l
 	return h, rs
+}
+
+// useLedger makes client's ledger the harness's (and closes client at the
+// test's end).
+func (h *harness) useLedger(client *redis.Client) *ledger.Ledger {
+	h.t.Helper()
+	h.t.Cleanup(func() { _ = client.Close() })
+	l, err := ledger.New(ledger.Config{Client: client})
+	require.NoError(h.t, err)
+	h.ledger = l
+	return l
 }
 
 // attemptEvents collects the attempt events of every request.
@@ -216,4 +227,84 @@ func TestRequestPublishedDuringLedgerOutageIsToldAndEnded(t *testing.T) {
 	require.Len(t, c.forTask("t-late"), 0, "the ended request never ran")
 	require.Len(t, h.quarantinedFor(late.RequestID), 1, "one quarantine record")
 	require.Equal(t, 2, out.count(), "one terminal record each")
+}
+
+// replyLoser is a go-redis hook that lets one script call of a task run in
+// Redis and then loses its reply, as a Redis shutdown between running a
+// command and writing its reply does.
+type replyLoser struct {
+	task string // the call whose first key names this task loses its reply
+	done atomic.Bool
+}
+
+func (h *replyLoser) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyLoser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.ProcessPipelineHook(func(ctx context.Context, cmds []redis.Cmder) error {
+			return next(ctx, cmds[0])
+		})(ctx, []redis.Cmder{cmd})
+	}
+}
+
+func (h *replyLoser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err != nil || !h.names(cmds) || !h.done.CompareAndSwap(false, true) {
+			return err
+		}
+		for _, c := range cmds {
+			c.SetErr(io.ErrUnexpectedEOF)
+		}
+		return io.ErrUnexpectedEOF
+	}
+}
+
+func (h *replyLoser) names(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		args := c.Args()
+		if len(args) > 3 && (c.Name() == "evalsha" || c.Name() == "eval") {
+			if k, _ := args[3].(string); strings.Contains(k, "{"+h.task+"}") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A Begin that ran in Redis but whose reply was lost opened attempt 1 in
+// the ledger; the delivery, held, asks again and takes that attempt over:
+// the request runs once, as attempt 1, and no attempt is recorded as lost.
+func TestBeginWhoseReplyWasLostIsNotALostAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, false)
+	rs := testenv.StartRedis(t)
+	var logs syncBuffer
+	h.logTo = &logs
+	loser := &replyLoser{task: "t-reply-lost"}
+	client := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	client.AddHook(loser)
+	l := h.useLedger(client)
+	out := h.watchOutcomes()
+	var c calls
+	p := persona("steady", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
+		c.add(req, "r1")
+		return handlers.Result{}, nil
+	}), fastPolicy(3))
+	p.AckWait = 2 * time.Second
+	h.start(p)
+
+	req := h.publish("steady", "t-reply-lost")
+	ev := out.wait(t, req.RequestID, 15*time.Second)
+	require.True(t, loser.done.Load(), "the Begin's reply was lost")
+	require.Equal(t, 1, strings.Count(logs.String(), "its attempt, which never ran, is resumed"), "said once in the log")
+	require.Equal(t, schemas.OutcomeSucceeded, ev.Outcome)
+	require.Equal(t, 1, ev.Attempts, "the attempt whose Begin lost its reply never ran")
+	require.Len(t, c.forTask("t-reply-lost"), 1)
+	hist, st, err := l.History(context.Background(), ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID})
+	require.NoError(t, err)
+	require.True(t, st.Done)
+	require.Equal(t, 1, st.Attempts, "one attempt recorded: none lost")
+	require.Len(t, hist, 1)
+	require.Equal(t, retry.ClassSucceeded, hist[0].Class)
 }

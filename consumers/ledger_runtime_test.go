@@ -155,12 +155,8 @@ func TestRuntimeRedisOutageBurnsNoAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
 	rs := testenv.StartRedis(t)
-	client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	l, err := ledger.New(ledger.Config{Client: client})
-	require.NoError(t, err)
-	h.ledger = l
+	h.useLedger(redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1}))
 	out := h.watchOutcomes()
 	var c calls
 	r := h.start(persona("steady", handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {

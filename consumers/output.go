@@ -63,15 +63,17 @@ const outputFinalAck = 2 * time.Second
 // to a buffer bounded by the cap and returns at once; one goroutine,
 // started by the first write, publishes the buffer when it reaches
 // outputFlushBytes or outputFlushEvery after its first byte, and a final
-// chunk when the attempt closes it.
+// chunk when the attempt closes it. Every attempt gets one, most never
+// write: what only publishing needs (the subject, the goroutine's
+// channels and timer) is made by the first write.
 type attemptOutput struct {
 	sink      outputSink
-	subject   string
+	topo      *Topology
 	requestID string
 	attempt   int
 	max       int64
 	now       func() time.Time
-	log       *zerolog.Logger
+	log       outputLog
 	// truncated, when set, is told the bytes dropped over the cap once
 	// the attempt ends.
 	truncated func(bytes int64)
@@ -84,21 +86,34 @@ type attemptOutput struct {
 	started bool   // the publishing goroutine runs
 	closed  bool
 
-	kick  chan struct{}
-	timer *time.Timer
-	done  chan struct{} // closed by close: publish the rest and stop
-	ended chan struct{} // closed by the goroutine when it stopped
+	// Set by the first write, when the publishing goroutine starts.
+	*outputRun
+}
+
+// outputRun is what an attempt's output needs once it publishes.
+type outputRun struct {
+	subject string
+	kick    chan struct{}
+	timer   *time.Timer
+	done    chan struct{} // closed by close: publish the rest and stop
+	ended   chan struct{} // closed by the goroutine when it stopped
 
 	// Owned by the publishing goroutine.
 	offset int64 // UTF-8 bytes published so far
 	out    []byte
 }
 
-func newAttemptOutput(sink outputSink, t Topology, requestID string, attempt int, now func() time.Time, log *zerolog.Logger) *attemptOutput {
+// outputLog is where an attempt's output reports what it could not
+// publish: the attempt's own logger.
+type outputLog interface {
+	Warn() *zerolog.Event
+	Debug() *zerolog.Event
+}
+
+func newAttemptOutput(sink outputSink, t *Topology, requestID string, attempt int, now func() time.Time, log outputLog) *attemptOutput {
 	return &attemptOutput{
-		sink: sink, subject: t.OutputSubject(requestID, attempt), requestID: requestID, attempt: attempt,
+		sink: sink, topo: t, requestID: requestID, attempt: attempt,
 		max: t.Output.AttemptMax, now: now, log: log,
-		kick: make(chan struct{}, 1), done: make(chan struct{}), ended: make(chan struct{}),
 	}
 }
 
@@ -120,7 +135,10 @@ func (o *attemptOutput) Write(p []byte) (int, error) {
 	o.taken += int64(len(p))
 	if !o.started {
 		o.started = true
-		o.timer = time.NewTimer(outputFlushEvery)
+		o.outputRun = &outputRun{
+			subject: o.topo.OutputSubject(o.requestID, o.attempt), timer: time.NewTimer(outputFlushEvery),
+			kick: make(chan struct{}, 1), done: make(chan struct{}), ended: make(chan struct{}),
+		}
 		go o.loop()
 		return n, nil
 	}
@@ -281,7 +299,7 @@ func (r *Runtime) liveOutput(ctx context.Context, st *attemptState) (context.Con
 	if r.js == nil {
 		return ctx, func() {}
 	}
-	live := newAttemptOutput(r.js.Conn(), r.topo, st.req.RequestID, st.attempt.Number, r.now, &st.log)
+	live := newAttemptOutput(r.js.Conn(), &r.topo, st.req.RequestID, st.attempt.Number, r.now, &st.log)
 	if o, ok := r.obs.(OutputObserver); ok {
 		persona := st.persona.name
 		live.truncated = func(bytes int64) { o.OutputTruncated(persona, bytes) }

@@ -66,7 +66,7 @@ func TestAttemptOutput(t *testing.T) {
 			sink := &sinkRecorder{}
 			log := zerolog.Nop()
 			topo := Topology{Output: OutputTopology{AttemptMax: tt.max}}.WithDefaults()
-			o := newAttemptOutput(sink, topo, "req-1", 2, time.Now, &log)
+			o := newAttemptOutput(sink, &topo, "req-1", 2, time.Now, &log)
 			var counted []int64
 			o.truncated = func(n int64) { counted = append(counted, n) }
 			for _, w := range tt.writes {

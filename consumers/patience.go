@@ -36,11 +36,11 @@ var transientCodes = map[jetstream.ErrorCode]bool{
 // transient reports whether err is one a failover explains and a later
 // try may not meet: no leader yet, no responder, or a try that timed out.
 func transient(err error) bool {
+	if err == nil {
+		return false // before apiErr, which errors.As moves to the heap
+	}
 	var apiErr *jetstream.APIError
-	switch {
-	case err == nil:
-		return false
-	case errors.As(err, &apiErr):
+	if errors.As(err, &apiErr) {
 		return transientCodes[apiErr.ErrorCode]
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||

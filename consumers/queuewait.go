@@ -24,7 +24,7 @@ func (r *Runtime) queueWaited(ctx context.Context, st *attemptState) (ending, bo
 	if st.policy.QueueWait > 0 && !st.persona.queueWaits.Load() {
 		st.persona.queueWaits.Store(true) // the scan now reads this persona's waiting requests
 	}
-	waited, passed := queueWaitPassed(st.policy, st.req, r.now())
+	waited, passed := queueWaitPassed(*st.policy, st.req, r.now())
 	if !passed || (st.delivery.Delivered > 1 && r.startedBefore(ctx, st)) {
 		return ending{}, false
 	}

@@ -126,7 +126,7 @@ func (q *queueWaitRule) endIfWaited(p *personaRuntime, raw *jetstream.RawStreamM
 	if err != nil {
 		return true
 	}
-	waited, passed := queueWaitPassed(pol, req, now)
+	waited, passed := queueWaitPassed(*pol, req, now)
 	if !passed {
 		return false
 	}
@@ -149,7 +149,7 @@ func (q *queueWaitRule) waitingState(p *personaRuntime, raw *jetstream.RawStream
 	return &attemptState{
 		persona: p, started: q.r.now(), req: req, corrID: corrID,
 		delivery: &transport.Delivery{Stream: q.r.topo.RequestsStream, Subject: raw.Subject, Sequence: raw.Sequence, Published: raw.Time},
-		log: q.r.log.With().Str("persona", p.name).Uint64("stream_seq", raw.Sequence).Str("task_id", req.TaskID).
-			Str("step", req.Step).Str("correlation_id", corrID).Str("ended_by", "queue_wait_scan").Logger(),
+		log: fixedLog(q.r.log.With().Str("persona", p.name).Uint64("stream_seq", raw.Sequence).Str("task_id", req.TaskID).
+			Str("step", req.Step).Str("correlation_id", corrID).Str("ended_by", "queue_wait_scan").Logger()),
 	}
 }

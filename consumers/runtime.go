@@ -37,8 +37,10 @@ type Persona struct {
 	// Policy is the persona's retry policy; MaxAttempts and AttemptTimeout
 	// are required. Requests may name a preset and override fields.
 	Policy retry.Policy
-	// Concurrency is how many of its messages this replica runs at once.
-	// Default: 16.
+	// Concurrency is how many of its handlers this replica runs at once.
+	// A request whose handler returned gives its slot to the next one
+	// while its terminal record is stored and its ack sent; up to
+	// 3 × Concurrency more requests are held so. Default: 16.
 	Concurrency int
 	// MaxReplicas sizes the shared MaxAckPending (Concurrency × MaxReplicas):
 	// a smaller value silently caps replicas. Default: 4.
@@ -90,7 +92,11 @@ type Config struct {
 	HandlerMiddleware []func(handlers.Handler) handlers.Handler
 	// Logger for decisions. Default: zerolog.Nop().
 	Logger *zerolog.Logger
-	// DrainTimeout bounds graceful shutdown of in-flight work. Default: 30s.
+	// DrainTimeout bounds graceful shutdown of in-flight work: attempts
+	// still running then are released uncounted and their contexts
+	// cancelled, and Run waits up to 10s more for their handlers to
+	// return; a delivery that reaches its handler only after that is
+	// released unrun. Default: 30s.
 	DrainTimeout time.Duration
 	// FetchMaxWait bounds one pull request. Default: 1s.
 	FetchMaxWait time.Duration
@@ -146,9 +152,13 @@ type Runtime struct {
 	obs      Observer
 	leases   *leaseKeeper
 	cancels  *cancelWatch
+	attempts attemptGroup // one per handler running apart (invokeApart)
 	tracer   trace.Tracer
 	// replicaID names this replica in the shared circuit states.
 	replicaID string
+	// beginKeys is random and this Runtime's own: the prefix of its Begin
+	// calls' idempotency keys (beginKey).
+	beginKeys string
 	// backlogEvery, a test hook, is how often the runnable backlog is
 	// measured (0: backlogInterval).
 	backlogEvery time.Duration
@@ -175,16 +185,20 @@ func (r *Runtime) newWriter(extra ...dlq.WriterOption) *dlq.Writer {
 }
 
 type personaRuntime struct {
-	name    string
-	handler handlers.Handler
-	policy  retry.Policy
-	slots   int
-	spec    ConsumerSpec
+	name   string
+	handle handlerFunc // the handler's Handle: the Func itself for a handlers.Func
+	policy retry.Policy
+	slots  int
+	spec   ConsumerSpec
 	// flow is its flow control (nil: no limiter, no circuit breaker).
 	flow *personaFlow
 	// queueWaits is set once a request of it ran under a queue wait (its
 	// own override or preset): the queue-wait scan reads its requests too.
 	queueWaits atomic.Bool
+	// plain is policy as the requests that override nothing run under it.
+	plain plainPolicy
+	// spans are its span names.
+	spans spanNames
 }
 
 // New validates cfg and builds a Runtime.
@@ -217,18 +231,20 @@ func New(cfg Config) (*Runtime, error) {
 	r.cancels = newCancelWatch(r.js, r.topo, r.log)
 	if r.ledger != nil {
 		r.leases = newLeaseKeeper(r.ledger, &r.frozen, func(a *attemptLease, why string) {
-			a.log.Warn().Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
+			a.log.Warn().Int("attempt", a.attempt).Str("why", why).Dur("lease_ttl", a.ttl).Msg("lease lost; attempt cancelled, its delivery settles nothing")
 		})
 	}
 	r.replicaID = cfg.ReplicaID
 	if r.replicaID == "" {
 		r.replicaID = newReplicaID()
 	}
+	r.beginKeys = newBeginKeys()
 	for _, p := range cfg.Personas {
 		for i := len(cfg.HandlerMiddleware) - 1; i >= 0; i-- {
 			p.Handler = cfg.HandlerMiddleware[i](p.Handler)
 		}
 		pr := newPersonaRuntime(p)
+		pr.spans = newSpanNames(r.topo.RequestSubject(p.Name))
 		pr.flow = r.newPersonaFlow(p, pr)
 		addFlowMetadata(pr.spec.Metadata, p)
 		r.personas[p.Name] = pr
@@ -277,6 +293,22 @@ func validatePersona(p Persona) error {
 	return nil
 }
 
+// handlerFunc is a handler's Handle.
+type handlerFunc = func(context.Context, *handlers.Request) (handlers.Result, error)
+
+// handleFunc is what runs h: a handlers.Func is called as itself, not
+// through its Handle method, one frame fewer under every parked handler
+// (see invokeApart).
+func handleFunc(h handlers.Handler) handlerFunc {
+	if f, ok := h.(handlers.Func); ok {
+		return f
+	}
+	if h == nil { // stage tests build personas without one
+		return nil
+	}
+	return h.Handle
+}
+
 func newPersonaRuntime(p Persona) *personaRuntime {
 	if p.Concurrency == 0 {
 		p.Concurrency = DefaultConcurrency
@@ -288,7 +320,7 @@ func newPersonaRuntime(p Persona) *personaRuntime {
 	if p.AckWait == 0 {
 		p.AckWait = time.Duration(float64(pol.AttemptTimeout)*pol.ExtendedTimeoutFactor) + 5*time.Second
 	}
-	return &personaRuntime{name: p.Name, handler: p.Handler, policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
+	return &personaRuntime{name: p.Name, handle: handleFunc(p.Handler), policy: p.Policy, slots: p.Concurrency, spec: ConsumerSpec{
 		Persona: p.Name, AckWait: p.AckWait, MaxAckPending: p.Concurrency * p.MaxReplicas, MaxDeliver: p.MaxDeliver,
 		Metadata: wire.PersonaInfoOf(p.Name, p.Policy).Metadata(),
 	}}
@@ -333,7 +365,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return fmt.Errorf("cancel notices: %w", err)
 	}
 	defer stopCancels()
-	router, subs, err := r.router()
+	router, subs, err := r.router(ctx)
 	if err != nil {
 		return err
 	}
@@ -353,12 +385,42 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.log.Warn().Msg("running without an attempt ledger: attempts counted by deliveries alone, no history, plateau detection or attempt leases")
 	}
 	err = router.Run(ctx)
+	cancel() // the router stopped (or never started): so does everything else
 	<-drained
+	r.waitAttempts(attemptsGrace)
 	r.log.Info().Msg("personaq runtime stopped")
 	return err
 }
 
-func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
+// attemptsGrace is how long Run waits, once drained, for handlers still
+// running: each was released at the drain's hard stop and its context
+// cancelled; one that ignores it is left behind (and logged), as the
+// router leaves a handler past its close timeout.
+const attemptsGrace = 10 * time.Second
+
+// waitAttempts waits up to grace for the handlers' goroutines to return;
+// from then on no handler starts (see notStarted).
+func (r *Runtime) waitAttempts(grace time.Duration) {
+	select {
+	case <-r.attempts.close():
+	case <-time.After(grace):
+		r.log.Warn().Dur("waited", grace).Msg("handlers still running after the drain: their messages were released; they are left behind")
+	}
+}
+
+// finishingPerSlot: a persona replica keeps up to this many requests per
+// worker slot whose handler has returned while their terminal records are
+// stored and their settles sent (process frees the slot when the handler
+// returns). Their records then share atomic batches: on R1 file storage a
+// batch has a fixed cost of several milliseconds, so records queued behind
+// a commit in flight are what make it pay (BENCHMARKS.md).
+const finishingPerSlot = 3
+
+// router builds the router and binds each persona's subscriber to its
+// consumer first: a consumer that cannot be bound fails Run here, before
+// the router runs (a router whose handler fails to subscribe leaves the
+// others unstarted, and goroutines waiting for them).
+func (r *Runtime) router(ctx context.Context) (*message.Router, []*transport.Subscriber, error) {
 	drain := r.cfg.DrainTimeout
 	if drain == 0 {
 		drain = DefaultDrainTimeout
@@ -370,11 +432,14 @@ func (r *Runtime) router() (*message.Router, []*transport.Subscriber, error) {
 	var subs []*transport.Subscriber
 	for _, p := range r.personas {
 		sub, err := transport.NewSubscriber(transport.Config{
-			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots,
+			JetStream: r.js, Stream: r.topo.RequestsStream, Slots: p.slots, Finishing: finishingPerSlot * p.slots,
 			FetchMaxWait: r.cfg.FetchMaxWait, DrainTimeout: drain, HoldUnder: holdUnder, Logger: &r.log,
 			PlainAck: r.plainAck, StaleSettle: r.countStale, Frozen: &r.frozen, Gate: r.gateFor(p), TypedSettleOnly: true,
 		})
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := sub.Bind(ctx, p.name); err != nil {
 			return nil, nil, err
 		}
 		subs = append(subs, sub)

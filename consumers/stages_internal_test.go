@@ -45,7 +45,7 @@ func stageRuntime(t *testing.T, h handlers.Handler, l Ledger) *Runtime {
 }
 
 func stageState(r *Runtime, delivered uint64) *attemptState {
-	return &attemptState{persona: r.personas["p"], log: zerolog.Nop(), started: stageNow,
+	return &attemptState{persona: r.personas["p"], log: fixedLog(zerolog.Nop()), started: stageNow,
 		delivery: &transport.Delivery{Stream: "S", Sequence: 7, Delivered: delivered, Received: stageNow}}
 }
 
@@ -105,6 +105,19 @@ func TestDecodeStage(t *testing.T) {
 			require.Equal(t, c.reason, end.decision.Reason)
 		})
 	}
+}
+
+// invoke runs the invoke stage on the caller's goroutine, as invokeApart
+// does on the attempt's: startInvoke, the handler (a panic recovered as
+// its terminal outcome), endInvoke.
+func (r *Runtime) invoke(ctx context.Context, st *attemptState) ran {
+	c := r.startInvoke(ctx, st)
+	func() {
+		defer func() { r.handlerPanicked(c, recover()) }()
+		c.out.result, c.out.err = c.st.persona.handle(c.ctx, c.req)
+	}()
+	r.endInvoke(c)
+	return c.out
 }
 
 // decided runs invoke and decide on a decoded request with attempt number

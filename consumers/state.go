@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
@@ -18,7 +16,7 @@ import (
 type attemptState struct {
 	persona  *personaRuntime
 	delivery *transport.Delivery
-	log      zerolog.Logger
+	log      stateLog
 	started  time.Time
 	// held ends when this replica must stop working on the delivery: its
 	// claim was lost, or a shutdown ran out of drain time (the message's
@@ -26,8 +24,9 @@ type attemptState struct {
 	held context.Context
 
 	// Set by decode.
-	req    *schemas.PersonaRequest
-	policy retry.Policy
+	req *schemas.PersonaRequest
+	// policy is read only: it may be shared by the persona's requests.
+	policy *retry.Policy
 	corrID string
 	// deadline is the caller's step deadline (zero: none).
 	deadline time.Time

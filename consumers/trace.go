@@ -21,14 +21,44 @@ import (
 // in the submit's trace. The attempt's context carries the span to the
 // persona (the HTTP invoker's traceparent header, the command invoker's
 // TRACEPARENT). When the span is not recorded (tracing off, not sampled)
-// nothing else is done: the incoming context is still passed on.
-func (r *Runtime) startProcessSpan(msg *message.Message, d *transport.Delivery) (context.Context, trace.Span) {
-	ctx := tracing.ExtractMap(msg.Context(), msg.Metadata)
-	ctx, span := r.tracer.Start(ctx, tracing.SpanName("process", d.Subject), trace.WithSpanKind(trace.SpanKindConsumer))
-	if span.IsRecording() {
-		span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
+// it is dropped at once and the incoming context is passed on as it came:
+// with thousands of attempts in flight, a span and a context node that
+// record nothing would be held by each for its whole run.
+func (r *Runtime) startProcessSpan(msg *message.Message, st *attemptState) (context.Context, trace.Span) {
+	d := st.delivery
+	in := tracing.ExtractMap(msg.Context(), msg.Metadata)
+	ctx, span := r.tracer.Start(in, st.persona.spans.name("process", st.persona.spans.process, d.Subject), consumerKind)
+	if !span.IsRecording() {
+		return in, noSpan
 	}
+	span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
 	return ctx, span
+}
+
+// noSpan stands for a process span that records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// The span kinds, as options made once.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// spanNames are a persona's span names, made once: its requests all come
+// on its one request subject.
+type spanNames struct{ subject, process, settle string }
+
+func newSpanNames(subject string) spanNames {
+	return spanNames{subject: subject, process: tracing.SpanName("process", subject), settle: tracing.SpanName("settle", subject)}
+}
+
+// name is made, the span name of op on subject: made only for a subject
+// other than the persona's.
+func (n spanNames) name(op, made, subject string) string {
+	if subject == n.subject {
+		return made
+	}
+	return tracing.SpanName(op, subject)
 }
 
 func messageID(d *transport.Delivery) string {
@@ -113,8 +143,13 @@ func verdictName(end ending) string {
 
 // tracedCommit is commit inside a settle span ("settle <subject>", a
 // child of the delivery's span) that says how the message was settled.
-func (r *Runtime) tracedCommit(ctx context.Context, st *attemptState, end ending) ending {
-	_, span := r.tracer.Start(ctx, tracing.SpanName("settle", st.delivery.Subject), trace.WithSpanKind(trace.SpanKindClient))
+// A delivery whose span records nothing has no settle span either.
+func (r *Runtime) tracedCommit(a *flight, end ending) ending {
+	st := a.st
+	if !a.span.IsRecording() {
+		return r.commit(st, end)
+	}
+	_, span := r.tracer.Start(a.ctx, st.persona.spans.name("settle", st.persona.spans.settle, st.delivery.Subject), clientKind)
 	defer span.End()
 	end = r.commit(st, end)
 	if span.IsRecording() {

@@ -109,7 +109,9 @@ func newFaultEnv(t *testing.T, nodes int) *faultEnv {
 }
 
 // config is a replica's personaq.yaml: every fault persona, concurrency
-// per persona and replica.
+// per persona and replica. The kill grace leaves the persona script's
+// SIGTERM trap time to log its end on a loaded machine (it forks date):
+// a run without an end line reads as an agent left running.
 func (e *faultEnv) config(concurrency int) string {
 	var urls []string
 	for _, n := range e.nats {
@@ -135,7 +137,7 @@ func (e *faultEnv) config(concurrency int) string {
       path: %s
       args: [%s]
       env: {RUNLOG: %q, WORK_S: %q}
-      kill_grace: 100ms
+      kill_grace: 500ms
     timeout: 10s
     ack_wait: %s
     policy: {preset: persona, max_attempts: %d, schedule: {type: fixed, every: %s}}

@@ -220,3 +220,24 @@ func waitForAgents(t *testing.T, a *replicaProc) []int {
 	})
 	return sups
 }
+
+// stoppedAgents waits, once replica a is stopped, until each of its
+// supervisors runs its agent and each agent has logged its start, and
+// returns the supervisors (each leads its agent's group) and the agents:
+// an agent exec'd just after the stop logs a start later than the stop
+// without being a rerun.
+func (e *faultEnv) stoppedAgents(a *replicaProc) (groups, agents []int) {
+	e.t.Helper()
+	groups = waitForAgents(e.t, a)
+	agents = a.agents()
+	waitUntil(e.t, "every agent of the stopped replica logged its start", 2*time.Second, func() bool {
+		started := map[int]bool{}
+		for _, rs := range e.runs() {
+			for _, r := range rs {
+				started[r.pid] = true
+			}
+		}
+		return !slices.ContainsFunc(agents, func(p int) bool { return !started[p] && running(p) })
+	})
+	return groups, agents
+}

@@ -21,6 +21,7 @@ func BenchmarkRequestDigest(b *testing.B) {
 		{"Minimal", schemas.NewRequest("TASK-42", "plan", "planner")},
 		{"Full", validRequest()},
 		{"LargeInput", large},
+		{"Pipeline", pipelineRequest()},
 	} {
 		for _, impl := range []struct {
 			name   string

@@ -26,6 +26,21 @@ func canonicalJSON(dst, src []byte) ([]byte, bool) {
 	return dst, c.i == len(src)
 }
 
+// input appends the canonical form of a request's input, src, as
+// canonicalJSON writes it inside the request: src as the request's
+// json.Marshal wrote it (compacted, with <, >, &, U+2028 and U+2029
+// escaped) and re-encoded. The parser is as strict as encoding/json on
+// what it accepts, so text json.Marshal would refuse is never covered. The
+// parser is reused: it keeps its buffers, and forgets src.
+func (c *canonParser) input(dst, src []byte) ([]byte, bool) {
+	c.fastScan = fastScan{data: src}
+	dst, ok := c.value(dst, 1)
+	ok = ok && c.end()
+	clear(c.members[:cap(c.members)])
+	c.members, c.fastScan = c.members[:0], fastScan{}
+	return dst, ok
+}
+
 const maxCanonDepth = 256
 
 type canonParser struct {
@@ -34,6 +49,9 @@ type canonParser struct {
 	// object's values while they are put in order.
 	members []canonMember
 	scratch []byte
+	// escape is set by str when the string it read holds a character
+	// json.Marshal escapes (<, >, &, U+2028, U+2029) written as it is.
+	escape bool
 }
 
 type canonMember struct {
@@ -53,6 +71,9 @@ func (c *canonParser) value(dst []byte, depth int) ([]byte, bool) {
 		return c.array(dst, depth)
 	case b == '"':
 		s, ok := c.str(false)
+		if c.escape {
+			return append(appendEscapedHTML(append(dst, '"'), s), '"'), ok
+		}
 		return append(append(append(dst, '"'), s...), '"'), ok
 	case b == 't':
 		return c.literal(dst, "true")
@@ -61,11 +82,8 @@ func (c *canonParser) value(dst []byte, depth int) ([]byte, bool) {
 	case b == 'n':
 		return c.literal(dst, "null")
 	case b == '-' || (b >= '0' && b <= '9'):
-		start := c.i
-		for c.i < len(c.data) && bytes.IndexByte([]byte("+-.eE0123456789"), c.data[c.i]) >= 0 {
-			c.i++
-		}
-		return append(dst, c.data[start:c.i]...), true
+		n, ok := c.number() // as strict as JSON: the input is not checked before
+		return append(dst, n...), ok
 	}
 	return dst, false
 }
@@ -185,10 +203,12 @@ var canonEscapes = [][]byte{
 }
 
 // str reads the string at c.i and returns its contents as written. It
-// reports false for anything encoding/json would write differently (and,
-// for a key, any escape at all).
+// reports false for anything encoding/json would write differently, but
+// for the characters it escapes, which set c.escape (and, for a key, any
+// escape or such character at all).
 func (c *canonParser) str(key bool) ([]byte, bool) {
 	c.i++
+	c.escape = false
 	start := c.i
 	for c.i < len(c.data) {
 		b := c.data[c.i]
@@ -212,17 +232,48 @@ func (c *canonParser) str(key bool) ([]byte, bool) {
 				return nil, false
 			}
 			c.i += n
-		case b < 0x20 || b == '<' || b == '>' || b == '&':
-			return nil, false // encoding/json escapes these
+		case b < 0x20:
+			return nil, false // not JSON
+		case b == '<' || b == '>' || b == '&':
+			if key {
+				return nil, false
+			}
+			c.escape = true
+			c.i++
 		case b < utf8.RuneSelf:
 			c.i++
 		default:
 			r, size := utf8.DecodeRune(c.data[c.i:])
-			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
-				return nil, false // replaced or escaped by encoding/json
+			if r == utf8.RuneError {
+				return nil, false // replaced by a decode
+			}
+			if r == '\u2028' || r == '\u2029' {
+				if key {
+					return nil, false
+				}
+				c.escape = true
 			}
 			c.i += size
 		}
 	}
 	return nil, false
+}
+
+// appendEscapedHTML appends s, valid UTF-8 from a JSON string, with <, >,
+// &, U+2028 and U+2029 escaped as json.Marshal escapes them.
+func appendEscapedHTML(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '<' || c == '>' || c == '&':
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9):
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hex[s[i+2]&0xf])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(dst, s[start:]...)
 }

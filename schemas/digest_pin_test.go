@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -86,7 +87,14 @@ func TestCanonicalJSONCoverage(t *testing.T) {
 		{`{"a":"\u003c"}`, `{"a":"\u003c"}`, true},
 		{`{"a":"\/"}`, ``, false},
 		{`{"a\"":1}`, ``, false},
-		{`{"a":"<"}`, ``, false},
+		// Written as it is (the input, before json.Marshal), escaped as
+		// json.Marshal escapes it.
+		{"{\"a\":\"<&> \u2028\"}", `{"a":"\u003c\u0026\u003e \u2028"}`, true},
+		{`{"<":1}`, ``, false},
+		{`{"a":01}`, ``, false},
+		{`{"a":1.}`, ``, false},
+		{`{"a":+1}`, ``, false},
+		{`{"a":[1,]}`, ``, false},
 		{`{"a":1`, ``, false},
 	} {
 		got, ok := schemas.CanonicalJSON([]byte(tc.src))
@@ -106,6 +114,70 @@ func FuzzRequestDigestUnchanged(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		r := schemas.NewRequest("t", "s", "p")
 		r.RequestID, r.Input = "req", json.RawMessage(in)
+		require.Equal(t, schemas.RequestDigestBefore(r), schemas.RequestDigest(r))
+	})
+}
+
+// The direct canonical form covers requests as they come (every field
+// set, input with spacing, HTML characters, duplicate keys), so the
+// common request pays no json.Marshal; and leaves what it cannot write
+// byte for byte to the re-encoding.
+func TestCanonicalRequestCoverage(t *testing.T) {
+	t.Parallel()
+	requests := pinnedRequests()
+	// Full's input has escapes (\u00e9, \/) a decode does not write back.
+	covered := map[string]bool{"Minimal": true, "Typical": true, "Full": false, "InvalidUTF8": false}
+	every := *requests["Full"]
+	every.Input = json.RawMessage(" {\"z\": [1, 2.50, -0, 1E+3, {\"b\":null,\"a\":true}],\n \"a\": \"<b>&amp;</b> \u2028 é \\\"q\\\"\", \"a\": 3} ")
+	requests["EveryField"], covered["EveryField"] = &every, true
+	for name, req := range requests {
+		got, ok := schemas.CanonicalRequest(req)
+		require.Equal(t, covered[name], ok, name)
+		if ok {
+			require.Equal(t, string(schemas.CanonicalRequestBefore(req)), string(got), name)
+		}
+	}
+	notCovered := map[string]func(*schemas.PersonaRequest){
+		"InputNotJSON":     func(r *schemas.PersonaRequest) { r.Input = json.RawMessage(`{"a":`) },
+		"InputSlashEscape": func(r *schemas.PersonaRequest) { r.Input = json.RawMessage(`"a\/b"`) },
+		"InputInvalidUTF8": func(r *schemas.PersonaRequest) { r.Input = json.RawMessage("\"\xff\"") },
+		"CostNaN":          func(r *schemas.PersonaRequest) { r.Budget = &schemas.Budget{MaxCostUSD: math.NaN()} },
+		"NonRetryableUTF8": func(r *schemas.PersonaRequest) {
+			r.PolicyOverrides = &schemas.PolicyOverrides{NonRetryable: []string{"\xfe"}}
+		},
+		"InputEscapedKey":   func(r *schemas.PersonaRequest) { r.Input = json.RawMessage(`{"\u0061":1}`) },
+		"InputReplacement":  func(r *schemas.PersonaRequest) { r.Input = json.RawMessage("\"\ufffd\"") },
+		"InputLeadingZero":  func(r *schemas.PersonaRequest) { r.Input = json.RawMessage(`[01]`) },
+		"InputTrailingText": func(r *schemas.PersonaRequest) { r.Input = json.RawMessage(`{} x`) },
+	}
+	for name, mod := range notCovered {
+		req := schemas.NewRequest("t", "s", "p")
+		mod(req)
+		_, ok := schemas.CanonicalRequest(req)
+		require.False(t, ok, name)
+		require.Equal(t, schemas.RequestDigestBefore(req), schemas.RequestDigest(req), name)
+	}
+}
+
+// FuzzRequestDigestFields: whatever the fields hold, RequestDigest is the
+// digest as it was computed before.
+func FuzzRequestDigestFields(f *testing.F) {
+	f.Add("req-1", "TASK-42", "plan", "<&>\u2028", "\xff", []byte(` {"b": [1, 2.5e-3], "a": "x"} `), int64(5), 2.5, 3, true)
+	f.Add("", "", "", "", "", []byte(nil), int64(0), 1e-7, 0, false)
+	f.Add("é", "\"", "\\", "\x00", "\u2029", []byte(`[{"a":1,"a":{}}]`), int64(-1), 1e21, -4, true)
+	f.Fuzz(func(t *testing.T, id, task, step, text, other string, input []byte, n int64, cost float64, k int, extras bool) {
+		r := &schemas.PersonaRequest{
+			SchemaVersion: k, RequestID: id, TaskID: task, Step: step, Persona: text,
+			Agents: schemas.Agents{Primary: other, Fallback: text}, Input: input,
+			Policy: other, ProgressTotal: k, CorrelationID: text,
+		}
+		if extras {
+			r.Budget = &schemas.Budget{MaxTokens: n, MaxCostUSD: cost}
+			r.PolicyOverrides = &schemas.PolicyOverrides{
+				MaxAttempts: k, AttemptTimeoutMs: n, BackoffMs: []int64{n, -n}[:k&1+k&2/2],
+				NonRetryable: []string{other, text, id}[:k&3%3], QueueWaitMs: -n,
+			}
+		}
 		require.Equal(t, schemas.RequestDigestBefore(r), schemas.RequestDigest(r))
 	})
 }

@@ -28,19 +28,25 @@ func (r *PersonaRequest) invalidText() (string, bool) {
 	if r == nil {
 		return "", false
 	}
-	fields := []struct{ name, v string }{
+	// An array, not a slice that grows: producers encode every request.
+	fields := [...]struct{ name, v string }{
 		{"request_id", r.RequestID}, {"task_id", r.TaskID}, {"step", r.Step}, {"persona", r.Persona},
 		{"agents.primary", r.Agents.Primary}, {"agents.fallback", r.Agents.Fallback},
-		{"policy", r.Policy}, {"correlation_id", r.CorrelationID}, {"input", string(r.Input)},
-	}
-	if r.PolicyOverrides != nil {
-		for _, n := range r.PolicyOverrides.NonRetryable {
-			fields = append(fields, struct{ name, v string }{"policy_overrides.non_retryable", n})
-		}
+		{"policy", r.Policy}, {"correlation_id", r.CorrelationID},
 	}
 	for _, f := range fields {
 		if !utf8.ValidString(f.v) {
 			return f.name, true
+		}
+	}
+	if !utf8.Valid(r.Input) {
+		return "input", true
+	}
+	if r.PolicyOverrides != nil {
+		for _, n := range r.PolicyOverrides.NonRetryable {
+			if !utf8.ValidString(n) {
+				return "policy_overrides.non_retryable", true
+			}
 		}
 	}
 	return "", false

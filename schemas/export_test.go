@@ -46,3 +46,11 @@ func RequestDigestBefore(req *PersonaRequest) string {
 
 // CanonicalJSON is the fast canonical form alone (false: not covered).
 func CanonicalJSON(src []byte) ([]byte, bool) { return canonicalJSON(nil, src) }
+
+// CanonicalRequest is RequestDigest's direct canonical form alone (false:
+// not covered), and CanonicalRequestBefore the form it must equal.
+func CanonicalRequest(req *PersonaRequest) ([]byte, bool) {
+	return new(digester).canonicalRequest(req)
+}
+
+func CanonicalRequestBefore(req *PersonaRequest) []byte { return canonicalOrRaw(req) }

@@ -22,8 +22,8 @@ import (
 //   - duplicate keys: json.Unmarshal merges duplicate objects, the schema
 //     sees the last one. Any duplicate falls back;
 //   - null: json.Unmarshal leaves a string, number, time or struct unchanged
-//     on null, the schema rejects it. A null anywhere but inside "input"
-//     falls back;
+//     on null, the schema rejects it. A null anywhere but inside a
+//     request's "input" or an outcome's "output" falls back;
 //   - presence: a zero value cannot tell an absent optional field from one
 //     present with a value the schema rejects (max_attempts: 0);
 //   - date-times: the raw text, which must have RFC 3339 shape (rfc3339);
@@ -41,15 +41,34 @@ func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
 		return nil, false
 	}
 	sc := fastScan{data: data}
-	var progress uint64
+	var progress, ref, usage uint64
 	top, ok := sc.object(outcomeKeys[:], func(k int) bool {
 		switch k {
 		case outProgress:
 			var ok bool
 			progress, ok = sc.object(progressKeys[:], func(int) bool { return sc.skip(false) })
 			return ok
-		case outAt:
+		case outOutputRef:
+			var ok bool
+			ref, ok = sc.object(objectRefKeys[:], func(int) bool { return sc.skip(false) })
+			return ok
+		case outUsage:
+			var ok bool
+			usage, ok = sc.object(usageKeys[:], func(k int) bool {
+				if k == usageCost {
+					// A negative number that rounds to -0 is below the
+					// minimum to the schema, not to a float64: every "-"
+					// falls back.
+					n, ok := sc.number()
+					return ok && n[0] != '-'
+				}
+				return sc.skip(false)
+			})
+			return ok
+		case outAt, outSubmittedAt:
 			return sc.dateTime()
+		case outOutput:
+			return sc.skip(true) // any JSON value, null too
 		}
 		return sc.skip(false)
 	})
@@ -63,7 +82,8 @@ func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
 		v.Attempts < 0 || v.Attempts > math.MaxInt32 ||
 		!runesIn(v.Agent, 0, 256) ||
 		v.DurationMs < 0 ||
-		!runesIn(v.CorrelationID, 0, 256) {
+		!runesIn(v.CorrelationID, 0, 256) ||
+		!runesIn(v.CancelledBy, 0, 256) {
 		return nil, false
 	}
 	if top&(1<<outReason) != 0 && !knownReason(v.Reason) {
@@ -76,12 +96,44 @@ func fastDecodeOutcome(data []byte) (*OutcomeEvent, bool) {
 			return nil, false
 		}
 	}
+	if top&(1<<outOutputRef) != 0 {
+		r := v.OutputRef
+		if r == nil || ref != 1<<len(objectRefKeys)-1 ||
+			r.Bucket == "" || r.Name == "" || r.Digest == "" || r.Size < 0 {
+			return nil, false
+		}
+	}
+	if top&(1<<outUsage) != 0 {
+		u := v.Usage
+		if u == nil || usage&(1<<usageInput|1<<usageOutput) != 1<<usageInput|1<<usageOutput ||
+			u.InputTokens < 0 || u.OutputTokens < 0 {
+			return nil, false
+		}
+	}
+	if top&(1<<outRequestDigest) != 0 && !digestShape(v.RequestDigest) {
+		return nil, false
+	}
 	return v, true
+}
+
+// digestShape is ^sha256:[0-9a-f]{64}$, the schema's pattern for a
+// request digest.
+func digestShape(s string) bool {
+	if len(s) != len(digestPrefix)+64 || s[:len(digestPrefix)] != digestPrefix {
+		return false
+	}
+	for i := len(digestPrefix); i < len(s); i++ {
+		if c := s[i]; !isDigit(c) && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func knownOutcome(o Outcome) bool {
 	switch o {
-	case OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated:
+	case OutcomeSucceeded, OutcomeQuarantined, OutcomeDeferred, OutcomeEscalated,
+		OutcomeDeadlineExceeded, OutcomeCancelled:
 		return true
 	}
 	return false
@@ -90,7 +142,9 @@ func knownOutcome(o Outcome) bool {
 func knownReason(r Reason) bool {
 	switch r {
 	case ReasonExhausted, ReasonTerminal, ReasonInvalidMessage, ReasonDeferred,
-		ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries:
+		ReasonEscalated, ReasonCompensationFailed, ReasonMaxDeliveries,
+		ReasonDeadlineExceeded, ReasonUnknownPersona, ReasonBudgetExhausted,
+		ReasonCancelled, ReasonQueueWaitExceeded:
 		return true
 	}
 	return false
@@ -158,6 +212,14 @@ const (
 	outCorrelationID
 	outQuarantineSeq
 	outAt
+	outDetail
+	outBlocked
+	outOutput
+	outOutputRef
+	outSubmittedAt
+	outCancelledBy
+	outUsage
+	outRequestDigest
 	numOutcomeKeys
 )
 
@@ -166,8 +228,21 @@ var outcomeKeys = [numOutcomeKeys]string{
 	outStep: "step", outPersona: "persona", outOutcome: "outcome", outReason: "reason",
 	outAttempts: "attempts", outAgent: "agent", outProgress: "progress", outLastError: "last_error",
 	outDurationMs: "duration_ms", outCorrelationID: "correlation_id",
-	outQuarantineSeq: "quarantine_seq", outAt: "at",
+	outQuarantineSeq: "quarantine_seq", outAt: "at", outDetail: "detail", outBlocked: "blocked",
+	outOutput: "output", outOutputRef: "output_ref", outSubmittedAt: "submitted_at",
+	outCancelledBy: "cancelled_by", outUsage: "usage", outRequestDigest: "request_digest",
 }
+
+// objectRefKeys are an output_ref's keys, all required.
+var objectRefKeys = [...]string{"bucket", "name", "size", "digest"}
+
+const (
+	usageInput = iota
+	usageOutput
+	usageCost
+)
+
+var usageKeys = [...]string{usageInput: "input_tokens", usageOutput: "output_tokens", usageCost: "cost_usd"}
 
 const outcomeRequired = 1<<outSchemaVersion | 1<<outRequestID | 1<<outTaskID | 1<<outStep |
 	1<<outPersona | 1<<outOutcome | 1<<outAttempts | 1<<outDurationMs | 1<<outAt

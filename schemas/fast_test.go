@@ -2,8 +2,11 @@ package schemas_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -127,6 +130,34 @@ var fastSeedsOutcome = []string{
 	`{` + minOut + `,"attempts":2147483648}`,
 	`{` + minOut + `,"Outcome":"failed"}`,
 	`{"schema_version":1,"request_id":"r","task_id":"t","step":"s","persona":"p","outcome":"succeeded","duration_ms":0,"at":"2025-01-01T00:00:00Z"}`,
+	// A terminal record with every field, then near misses of the fields
+	// it adds.
+	`{` + minOut + `,"detail":"d <x>","blocked":true,"output":{"a":[1,null]},"output_ref":{"bucket":"B","name":"n","size":0,"digest":"x"},` +
+		`"submitted_at":"2024-12-31T23:59:59.5+01:00","cancelled_by":"cli","usage":{"input_tokens":1,"output_tokens":0,"cost_usd":0.5},` +
+		`"request_digest":"sha256:0473760f249705bb560d707f5a4709ed1cf9b2acf7248be3eaa5167f2d138349"}`,
+	`{` + strings.Replace(minOut, `"succeeded"`, `"cancelled"`, 1) + `,"reason":"queue_wait_exceeded","output":null,"usage":{"input_tokens":0,"output_tokens":0}}`,
+	`{` + strings.Replace(minOut, `"succeeded"`, `"deadline_exceeded"`, 1) + `,"reason":"deadline_exceeded","output":"text"}`,
+	`{` + minOut + `,"detail":null}`,
+	`{` + minOut + `,"blocked":null}`,
+	`{` + minOut + `,"blocked":"true"}`,
+	`{` + minOut + `,"output_ref":{"bucket":"B","name":"n","size":0}}`,
+	`{` + minOut + `,"output_ref":{"bucket":"","name":"n","size":0,"digest":"x"}}`,
+	`{` + minOut + `,"output_ref":{"bucket":"B","name":"n","size":-1,"digest":"x"}}`,
+	`{` + minOut + `,"output_ref":{"bucket":"B","name":"n","size":1.0,"digest":"x"}}`,
+	`{` + minOut + `,"output_ref":null}`,
+	`{` + minOut + `,"submitted_at":"2024-12-31t23:59:59Z"}`,
+	`{` + minOut + `,"submitted_at":null}`,
+	`{` + minOut + `,"usage":{"input_tokens":1}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":-1}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":1,"cost_usd":-0}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":1,"cost_usd":-1e-400}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":1,"cost_usd":1e400}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":1,"cost_usd":null}}`,
+	`{` + minOut + `,"usage":{"input_tokens":1,"output_tokens":1,"cost":1}}`,
+	`{` + minOut + `,"request_digest":"sha256:0473760F249705bb560d707f5a4709ed1cf9b2acf7248be3eaa5167f2d138349"}`,
+	`{` + minOut + `,"request_digest":"sha256:0473"}`,
+	`{` + minOut + `,"request_digest":"\u0073ha256:0473760f249705bb560d707f5a4709ed1cf9b2acf7248be3eaa5167f2d138349"}`,
+	`{` + minOut + `,"cancelled_by":"` + strings.Repeat("é", 257) + `"}`,
 }
 
 // TestFastPathTakesValidMessages guards the speed-up itself: well-formed
@@ -158,10 +189,23 @@ func TestFastPathTakesValidMessages(t *testing.T) {
 		_, ok := schemas.FastDecodeRequest([]byte(s))
 		require.True(t, ok, "%s", s)
 	}
-	for _, s := range fastSeedsOutcome[:2] {
+	for _, s := range append(fastSeedsOutcome[:2:2], fastSeedsOutcome[10:13]...) {
 		_, ok := schemas.FastDecodeOutcome([]byte(s))
 		require.True(t, ok, "%s", s)
 	}
+	// The terminal record the runtime writes for a succeeded request.
+	terminal := &schemas.OutcomeEvent{
+		SchemaVersion: schemas.Version, RequestID: "req-1", TaskID: "TASK-42", Step: "plan", Persona: "planner",
+		Outcome: schemas.OutcomeSucceeded, Attempts: 1, Agent: "claude", DurationMs: 3, At: at,
+		Output: json.RawMessage(`{"ok":true}`), SubmittedAt: at.Add(-time.Second),
+		Usage:         &schemas.Usage{InputTokens: 10, OutputTokens: 2, CostUSD: 0.25},
+		RequestDigest: schemas.RequestDigest(validRequest()),
+	}
+	data, err = schemas.MarshalOutcome(terminal)
+	require.NoError(t, err)
+	got, ok = schemas.FastDecodeOutcome(data)
+	require.True(t, ok, "%s", data)
+	require.Empty(t, cmp.Diff(terminal, got))
 	for _, s := range fastSeedsRequest {
 		requireFastSound(t, []byte(s), schemas.FastDecodeRequest, schemas.FullDecodeRequest)
 	}

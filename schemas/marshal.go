@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,7 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 		// Outside what time.Time.MarshalJSON accepts: let it say why.
 		return json.Marshal(ev)
 	}
-	b := make([]byte, 0, 384+len(ev.Output)+len(ev.LastError)+len(ev.Detail))
+	b := make([]byte, 0, outcomeSize(ev))
 	b = append(b, `{"schema_version":`...)
 	b = strconv.AppendInt(b, int64(ev.SchemaVersion), 10)
 	b = appendField(b, `,"request_id":`, ev.RequestID)
@@ -73,6 +74,23 @@ func MarshalOutcome(ev *OutcomeEvent) ([]byte, error) {
 	}
 	b = appendOptional(b, `,"request_digest":`, ev.RequestDigest)
 	return append(b, '}'), nil
+}
+
+// outcomeSize is what MarshalOutcome writes for ev but for escapes: its
+// buffer is allocated once, not grown while written.
+func outcomeSize(ev *OutcomeEvent) int {
+	// The keys, numbers and time of an event with every field set, and
+	// the quotes around its strings.
+	n := 400 + len(ev.RequestID) + len(ev.TaskID) + len(ev.Step) + len(ev.Persona) +
+		len(ev.Agent) + len(ev.LastError) + len(ev.CorrelationID) + len(ev.Detail) +
+		len(ev.Output) + len(ev.CancelledBy) + len(ev.RequestDigest)
+	if r := ev.OutputRef; r != nil {
+		n += 96 + len(r.Bucket) + len(r.Name) + len(r.Digest)
+	}
+	if ev.Usage != nil {
+		n += 96
+	}
+	return n
 }
 
 // strictTime reports whether time.Time.MarshalJSON writes t as
@@ -237,17 +255,24 @@ func appendProgress(b []byte, p *Progress) []byte {
 	return append(b, '}')
 }
 
-// appendUsage appends the usage field, when u is set. The floats'
-// formatting is json.Marshal's own: it is left to it.
+// appendUsage appends the usage field, when u is set. A cost that is not
+// a finite number is left to json.Marshal, which says why it fails.
 func appendUsage(b []byte, u *Usage) ([]byte, error) {
-	if u != nil {
-		raw, err := json.Marshal(u)
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(b, `,"usage":`...), raw...)
+	if u == nil {
+		return b, nil
 	}
-	return b, nil
+	if math.IsNaN(u.CostUSD) || math.IsInf(u.CostUSD, 0) {
+		_, err := json.Marshal(u)
+		return nil, err
+	}
+	b = append(b, `,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	if u.CostUSD != 0 {
+		b = appendFloat(append(b, `,"cost_usd":`...), u.CostUSD)
+	}
+	return append(b, '}'), nil
 }
 
 // appendInt appends key and n unless n is zero (omitempty).

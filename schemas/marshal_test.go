@@ -108,6 +108,16 @@ func BenchmarkMarshalOutcome(b *testing.B) {
 			}
 		}
 	})
+	// Terminal is the record as the runtime writes it: with the digest.
+	b.Run("Terminal", func(b *testing.B) {
+		ev := terminalOutcome()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := schemas.MarshalOutcome(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("JSONMarshal", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

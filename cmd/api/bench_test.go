@@ -256,19 +256,13 @@ func startAPIProcess(b *testing.B, natsURL string) (string, *os.Process) {
 }
 
 // procStatus is a kB field of /proc/PID/status (VmHWM: the peak resident
-// set size; VmRSS: the resident set size now).
+// set size; VmRSS: the resident set size now), in kB.
 func procStatus(b *testing.B, pid int, field string) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			require.NoError(b, err)
-			return kb
-		}
+	v := testenv.ProcStatus(strconv.Itoa(pid), strings.TrimSuffix(field, ":"))
+	if v == 0 {
+		b.Fatal("no " + field)
 	}
-	b.Fatal("no " + field)
-	return 0
+	return int64(v / 1024)
 }
 
 // procCPU is the user plus system CPU time the process used so far.

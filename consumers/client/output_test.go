@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
@@ -228,27 +228,27 @@ func TestOnOutputFromTheStartWhenCalledMidStream(t *testing.T) {
 			}
 			return handlers.Result{Output: []byte(`"done"`)}, nil
 		})})
-	// A watcher on the output subjects sees the first half published.
-	early := make(chan *nats.Msg, 64)
-	sub, err := e.js.Conn().ChanSubscribe(wire.Topology{}.WithDefaults().Output.Prefix+".>", early)
+	// A watcher on the output stream sees the first half stored (a plain
+	// subscriber may see a chunk before the stream has stored it, and a
+	// caller reads back only what is stored).
+	out := wire.Topology{}.WithDefaults().Output
+	early, err := e.js.OrderedConsumer(context.Background(), out.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{out.Prefix + ".>"}})
 	require.NoError(t, err)
-	defer func() { _ = sub.Unsubscribe() }()
 	req := schemas.NewRequest("story-mid", "plan", "writer")
 	_, err = e.c.Submit(context.Background(), req)
 	require.NoError(t, err)
 	var seen strings.Builder
 	for !strings.Contains(seen.String(), "line 49\n") {
-		select {
-		case m := <-early:
-			c, err := schemas.DecodeOutputChunk(m.Data)
-			require.NoError(t, err)
-			seen.WriteString(c.Data)
-		case <-time.After(30 * time.Second):
-			t.Fatal("the first half was never published")
-		}
+		m, err := early.Next(jetstream.FetchMaxWait(30 * time.Second))
+		require.NoError(t, err, "the first half was never stored")
+		c, err := schemas.DecodeOutputChunk(m.Data())
+		require.NoError(t, err)
+		seen.WriteString(c.Data)
 	}
 	got := newChunks()
-	go func() { got.waitFor(t, "line 49\n"); close(release) }()
+	// Released whether or not the first half arrived: a waitFor that fails
+	// must end the test, not leave the persona (and Await) blocked.
+	go func() { defer close(release); got.waitFor(t, "line 49\n") }()
 	_, err = e.c.Await(context.Background(), req.RequestID, client.OnOutput(got.take))
 	require.NoError(t, err)
 	var want strings.Builder

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -61,4 +62,38 @@ func Example() {
 	// #1 primary validation "missing field \"plan\""
 	// #2 fallback succeeded ""
 	// attempts: 2 in flight: 0
+}
+
+// A Begin whose reply never came back (Redis ran it, then shut down or the
+// connection dropped) is asked again under the same idempotency key: the
+// attempt it opened is resumed, not recorded as lost, because its handler
+// never ran.
+func ExampleWithIdempotencyKey() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer func() { _ = client.Close() }()
+	l, err := ledger.New(ledger.Config{Client: client})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	key := ledger.StepKey{TaskID: "task-42", Step: "plan"}
+	// One key per delivery of the request's message: this process's own
+	// prefix, the stream sequence and the delivery count.
+	delivery := ledger.WithIdempotencyKey("3f9c2a71.1042.1")
+
+	_, _ = l.Begin(ctx, key, "req-1", ledger.WithLease(time.Minute), delivery) // its reply is lost
+	b, _ := l.Begin(ctx, key, "req-1", ledger.WithLease(time.Minute), delivery)
+	fmt.Println("attempt", b.Attempt, "resumed:", b.Resumed, "lost:", b.Lost)
+
+	// Another delivery finds the attempt's lease held.
+	other, _ := l.Begin(ctx, key, "req-1", ledger.WithLease(time.Minute), ledger.WithIdempotencyKey("3f9c2a71.1042.2"))
+	fmt.Println("busy:", other.Busy)
+	// Output:
+	// attempt 1 resumed: true lost: 0
+	// busy: true
 }

@@ -46,4 +46,33 @@ func stepBase(prefix string, k StepKey) string {
 // the tag early and let two different (task, step) pairs share a key.
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-func escapeTag(s string) string { return tagEscaper.Replace(s) }
+func escapeTag(s string) string {
+	if !strings.ContainsAny(s, "%{}") {
+		return s // the common task id: no replacer pass
+	}
+	return tagEscaper.Replace(s)
+}
+
+// stepKeys returns the meta, attempts and lease keys of a step, in that
+// order (the scripts' KEYS), with room for one more key: Begin and Finish
+// build them per call, so the three share one allocation.
+func stepKeys(prefix string, k StepKey) []string {
+	tag := escapeTag(k.TaskID)
+	base := len(prefix) + len(":{") + len(tag) + len("}:") + len(k.Step)
+	var b strings.Builder
+	b.Grow(3*base + len(metaSuffix) + len(attemptsSuffix) + len(leaseSuffix))
+	var ends [3]int
+	for i, suffix := range [3]string{metaSuffix, attemptsSuffix, leaseSuffix} {
+		b.WriteString(prefix)
+		b.WriteString(":{")
+		b.WriteString(tag)
+		b.WriteString("}:")
+		b.WriteString(k.Step)
+		b.WriteString(suffix)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	keys := make([]string, 3, 4)
+	keys[0], keys[1], keys[2] = all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:]
+	return keys
+}

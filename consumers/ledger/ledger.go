@@ -2,11 +2,11 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,13 +85,17 @@ func (c Config) validate() error {
 // by many goroutines and many replicas: every call is one Lua script.
 type Ledger struct {
 	cfg Config
-	// lostError is LostAttemptError as a JSON string, for the begin script.
-	lostError string
-	// ttlArg and maxHistoryArg are script arguments made once: boxing an
-	// int per call allocates.
-	ttlArg, maxHistoryArg any
-	// pipe batches the Begin and Finish calls of concurrent callers.
-	pipe *pipe
+	// lostError (LostAttemptError as a JSON string, for the begin script),
+	// ttlArg and maxHistoryArg are script arguments made once: boxing a
+	// string or an int per call allocates.
+	lostError, ttlArg, maxHistoryArg any
+	// begins and finishes batch the Begin and Finish calls of concurrent
+	// callers, one pipe each: a batch of Finish calls in flight does not
+	// hold the next Begin calls back, and redis-server, with appendfsync
+	// always, covers what both connections sent in one event-loop pass
+	// with one fsync. A caller's Begin returns before its Finish is sent,
+	// so its calls keep their order.
+	begins, finishes *pipe
 }
 
 // New returns a Ledger for cfg with defaults applied.
@@ -100,9 +104,9 @@ func New(cfg Config) (*Ledger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	lost, _ := json.Marshal(LostAttemptError)
+	lost := quote(LostAttemptError)
 	return &Ledger{
-		cfg: cfg, lostError: string(lost), pipe: newPipe(cfg.Client),
+		cfg: cfg, lostError: lost, begins: newPipe(cfg.Client), finishes: newPipe(cfg.Client),
 		ttlArg: cfg.TTL.Milliseconds(), maxHistoryArg: cfg.MaxHistory,
 	}, nil
 }
@@ -131,6 +135,10 @@ type Begun struct {
 	Fresh bool
 	// Attempt is the number of the attempt just begun (1-based).
 	Attempt int
+	// Resumed is set when Attempt is the one an earlier call with the same
+	// idempotency key opened (WithIdempotencyKey): that call ran in Redis,
+	// its reply was lost.
+	Resumed bool
 	// History holds the step's earlier attempt records, oldest first,
 	// including attempts recorded as lost by this call.
 	History []retry.Attempt
@@ -191,6 +199,7 @@ type BeginOption func(*beginOptions)
 type beginOptions struct {
 	lease time.Duration
 	floor int
+	key   string
 	// epochFloor: published (unix ms) and delivered of WithEpochFloor.
 	epochFloor           bool
 	published, delivered int64
@@ -200,6 +209,18 @@ type beginOptions struct {
 // refuse (Begun.Busy) while another attempt holds a live one.
 func WithLease(ttl time.Duration) BeginOption {
 	return func(o *beginOptions) { o.lease = max(ttl, time.Millisecond) }
+}
+
+// WithIdempotencyKey makes Begin calls with the same key one Begin: a call
+// that finds the attempt an earlier call with this key opened still open
+// (that call's reply was lost, to a connection cut or a Redis shutdown,
+// after the script ran) returns that attempt again, under a new lease
+// token, instead of recording it as lost and numbering the next one. The
+// key must be unique to one try of one request (a delivery of its
+// message, say), and may only be reused for calls whose answer the caller
+// never got: the ledger cannot tell a reused key from a lost reply.
+func WithIdempotencyKey(key string) BeginOption {
+	return func(o *beginOptions) { o.key = key }
 }
 
 // WithFloor numbers the attempt at least n when the step has no entry: the
@@ -270,7 +291,9 @@ func (s State) String() string {
 // true} and writes nothing. Otherwise it records attempts earlier workers
 // began and never finished as lost (with leases: those whose lease expired),
 // takes the next attempt number (a number released by an uncounted Finish
-// first), marks it in flight, grants its lease and refreshes the TTL.
+// first), marks it in flight, grants its lease and refreshes the TTL. With
+// WithIdempotencyKey, an attempt an earlier call with the same key opened
+// is taken over instead (see there).
 func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts ...BeginOption) (Begun, error) {
 	if err := key.validate(); err != nil {
 		return Begun{}, err
@@ -279,7 +302,6 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	keys := l.keys(key)
 	var epoch time.Time
 	if o.epochFloor {
 		if _, cluster := l.cfg.Client.(*redis.ClusterClient); cluster {
@@ -288,23 +310,10 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 				return Begun{}, err
 			}
 			epoch, o.floor, o.epochFloor = e, o.epochFloorAt(e.UnixMilli()), false
-		} else {
-			keys = append(keys, epochKey(l.cfg.Prefix))
 		}
 	}
-	args := []any{
-		string(schemas.AppendString(nil, requestID)),
-		l.cfg.Now().UnixMilli(),
-		l.ttlArg,
-		l.maxHistoryArg,
-		l.lostError,
-		o.lease.Milliseconds(),
-		o.floor,
-	}
-	if o.epochFloor {
-		args = append(args, o.published, o.delivered)
-	}
-	res, err := l.pipe.run(ctx, beginScript, keys, args...).Slice()
+	keys, args := l.beginCall(key, requestID, o)
+	res, err := l.begins.run(ctx, beginScript, keys, args...).Slice()
 	if err != nil {
 		return Begun{}, l.wrap("begin "+key.String(), err)
 	}
@@ -319,6 +328,23 @@ func (l *Ledger) Begin(ctx context.Context, key StepKey, requestID string, opts 
 	}
 	b.Epoch = epoch
 	return b, nil
+}
+
+// beginCall returns the keys and arguments of Begin's script call (see
+// scripts.go): with o.epochFloor, the epoch marker's key and the floor's
+// inputs too.
+func (l *Ledger) beginCall(key StepKey, requestID string, o beginOptions) ([]string, []any) {
+	keys := l.keys(key)
+	if o.epochFloor {
+		keys = append(keys, epochKey(l.cfg.Prefix))
+	}
+	args := make([]any, 8, 10)
+	args[0], args[1], args[2], args[3] = quote(requestID), l.cfg.Now().UnixMilli(), l.ttlArg, l.maxHistoryArg
+	args[4], args[5], args[6], args[7] = l.lostError, o.lease.Milliseconds(), o.floor, o.key
+	if o.epochFloor {
+		args = append(args, o.published, o.delivered)
+	}
+	return keys, args
 }
 
 func parseBegun(key StepKey, res []any) (Begun, error) {
@@ -347,7 +373,7 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 		}
 		return Begun{Busy: true, BusyFor: time.Duration(max(pttl, 0)) * time.Millisecond, BusyAttempt: int(n)}, nil
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return bad()
 	}
 	n, ok1 := res[1].(int64)
@@ -356,7 +382,8 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 	raw, ok4 := res[4].([]any)
 	token, ok5 := res[5].(int64)
 	fresh, ok6 := res[6].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
+	resumed, ok7 := res[7].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 {
 		return bad()
 	}
 	hist, err := decodeRecords(raw)
@@ -369,6 +396,7 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 		Lost:    int(lost),
 		Dropped: max(int(recorded)-len(hist), 0),
 		Fresh:   fresh == 1,
+		Resumed: resumed == 1,
 	}
 	if token > 0 {
 		b.Lease = Lease{Key: key, Token: token, Attempt: int(n)}
@@ -440,8 +468,22 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 	if err != nil {
 		return err
 	}
-	status, err := l.pipe.run(ctx, finishScript, l.keys(key),
-		a.Number,
+	keys, args := l.finishCall(key, a.Number, opts, rec, now)
+	status, err := l.finishes.run(ctx, finishScript, keys, args...).Text()
+	if err != nil {
+		return l.wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
+	}
+	if status == "stale" {
+		return fmt.Errorf("%w: finish %s attempt %d (token %d)", ErrLeaseLost, key, a.Number, opts.Lease.Token)
+	}
+	return nil
+}
+
+// finishCall returns the keys and arguments of Finish's script call (see
+// scripts.go) for attempt number n, whose encoded record is rec.
+func (l *Ledger) finishCall(key StepKey, n int, opts FinishOptions, rec string, now time.Time) ([]string, []any) {
+	return l.keys(key), []any{
+		n,
 		flag(opts.Counted),
 		flag(opts.Succeeded),
 		rec,
@@ -450,14 +492,7 @@ func (l *Ledger) Finish(ctx context.Context, key StepKey, a retry.Attempt, opts 
 		l.ttlArg,
 		l.maxHistoryArg,
 		opts.Lease.value(),
-	).Text()
-	if err != nil {
-		return l.wrap("finish "+key.String()+" attempt "+strconv.Itoa(a.Number), err)
 	}
-	if status == "stale" {
-		return fmt.Errorf("%w: finish %s attempt %d (token %d)", ErrLeaseLost, key, a.Number, opts.Lease.Token)
-	}
-	return nil
 }
 
 // History returns key's attempt records, oldest first, and its state, for
@@ -513,9 +548,18 @@ func (l *Ledger) Ping(ctx context.Context) error {
 	return l.wrap("ping", l.cfg.Client.Ping(ctx).Err())
 }
 
-func (l *Ledger) keys(k StepKey) []string {
-	base := stepBase(l.cfg.Prefix, k)
-	return []string{base + metaSuffix, base + attemptsSuffix, base + leaseSuffix}
+func (l *Ledger) keys(k StepKey) []string { return stepKeys(l.cfg.Prefix, k) }
+
+// quote returns s as a JSON string, as json.Marshal writes it: the begin
+// script stores the request id so. A plain id (a UUID) is quoted in one
+// allocation.
+func quote(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return string(schemas.AppendString(make([]byte, 0, len(s)+8), s))
+		}
+	}
+	return `"` + s + `"`
 }
 
 func flag(b bool) string {

@@ -785,6 +785,71 @@ func testLeases(t *testing.T, b backend) {
 		require.Equal(t, 3, next.Attempt)
 		require.Equal(t, 0, next.Lost)
 	})
+	t.Run("RepeatedBeginWithItsKeyTakesItsAttemptOver", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		// The first call ran in Redis but its reply never arrived (a Redis
+		// shutdown between the script and the reply): the caller asks again
+		// with the same key, with the lease still live and after it ran out.
+		lost, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		require.True(t, lost.Fresh)
+		again, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		require.False(t, again.Busy, "its own lease does not make the step busy")
+		require.Equal(t, 1, again.Attempt, "the same attempt, not a lost one and the next")
+		require.Equal(t, 0, again.Lost)
+		require.True(t, again.Fresh, "fresh as the first call found the step")
+		require.True(t, again.Resumed)
+		require.False(t, lost.Resumed)
+		require.Greater(t, again.Lease.Token, lost.Lease.Token)
+		require.NoError(t, s.client.Del(s.ctx, leaseKey(s, step)).Err()) // and once the lease ran out
+		again, err = s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		require.Equal(t, 1, again.Attempt)
+		require.Equal(t, 0, again.Lost)
+
+		// The superseded token is fenced; the current one finishes.
+		err = s.l.Finish(s.ctx, step, failed(1, retry.ClassRetryable, "stale"),
+			ledger.FinishOptions{Counted: true, RequestID: "req", Lease: lost.Lease})
+		require.ErrorIs(t, err, ledger.ErrLeaseLost)
+		require.NoError(t, s.l.Finish(s.ctx, step, failed(1, retry.ClassRetryable, "x"),
+			ledger.FinishOptions{Counted: true, RequestID: "req", Lease: again.Lease}))
+		h, st := s.history(t, step)
+		require.Equal(t, []int{1}, numbers(h))
+		require.Equal(t, "x", h[0].Error)
+		require.Equal(t, 0, st.InFlight)
+
+		// A finished attempt's key is spent: the next Begin with it numbers
+		// the next attempt.
+		next, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		require.Equal(t, 2, next.Attempt)
+		require.False(t, next.Fresh)
+		require.False(t, next.Resumed)
+	})
+	t.Run("OtherKeyFindsTheAttemptBusyThenLost", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, b, nil)
+		_, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		for _, key := range []string{"replica-b.7.2", ""} {
+			other, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey(key))
+			require.NoError(t, err)
+			require.True(t, other.Busy, "key %q", key)
+		}
+		require.NoError(t, s.client.Del(s.ctx, leaseKey(s, step)).Err())
+		other, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-b.7.2"))
+		require.NoError(t, err)
+		require.Equal(t, 2, other.Attempt)
+		require.Equal(t, 1, other.Lost, "another delivery cannot know the attempt never ran")
+		require.False(t, other.Resumed)
+		// The lost attempt's key went with it.
+		again, err := s.l.Begin(s.ctx, step, "req", ledger.WithLease(ttl), ledger.WithIdempotencyKey("replica-a.7.1"))
+		require.NoError(t, err)
+		require.True(t, again.Busy)
+		require.Equal(t, 2, again.BusyAttempt)
+	})
 	t.Run("RenewManyInOneCall", func(t *testing.T) {
 		t.Parallel()
 		s := newSetup(t, b, nil)

@@ -52,24 +52,47 @@ type call struct {
 	// lead is set (under pipe.mu) when the call's caller is to send the
 	// next batch.
 	lead bool
+	// alone is the batch of a caller that found the pipe idle.
+	alone [1]*call
 }
+
+// calls are reused (each call and its channel were two allocations per
+// Begin and Finish): run takes one and gives it back when its reply is
+// in, when no batch and no queue refers to it any more.
+var calls = sync.Pool{New: func() any { return &call{wake: make(chan bool, 1)} }}
 
 // maxBatch bounds how many calls one pipeline carries, so one batch cannot
 // hold a connection (and its callers) much longer than a single call.
 const maxBatch = 64
 
-// run sends c (in a batch, possibly) and returns its reply.
+// run sends the call (in a batch, possibly) and returns its reply.
 func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if p.direct {
 		return script.Run(ctx, p.client, keys, args...)
 	}
-	c := &call{Call: rdb.Call{Script: script, Keys: keys, Args: args}, wake: make(chan bool, 1)}
+	c := calls.Get().(*call)
+	c.Call = rdb.Call{Script: script, Keys: keys, Args: args}
 	c.deadline, _ = ctx.Deadline()
+	cmd := p.wait(ctx, c)
+	// A caller that sent a batch woke its own call too: that wake-up is
+	// the only one still buffered.
+	select {
+	case <-c.wake:
+	default:
+	}
+	*c = call{wake: c.wake}
+	calls.Put(c)
+	return cmd
+}
+
+// wait queues c, or sends it, and returns its reply.
+func (p *pipe) wait(ctx context.Context, c *call) *redis.Cmd {
 	p.mu.Lock()
 	if !p.busy {
 		p.busy = true
 		p.mu.Unlock()
-		p.lead(ctx, []*call{c})
+		c.alone[0] = c
+		p.lead(ctx, c.alone[:])
 		return c.Cmd
 	}
 	p.queue = append(p.queue, c)

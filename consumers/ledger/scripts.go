@@ -29,15 +29,17 @@ import "github.com/redis/go-redis/v9"
 // ARGV[1] request id as a JSON string; ARGV[2] now (unix ms); ARGV[3] TTL (ms);
 // ARGV[4] max history; ARGV[5] the lost-attempt error text as a JSON string;
 // ARGV[6] lease TTL (ms; "0": no lease); ARGV[7] attempt floor for a step
-// without an entry ("0": none); with KEYS[4]: ARGV[8] when the message was
-// published (unix ms), ARGV[9] its delivery count, which becomes the floor
-// (if higher) when the message is older than the epoch and was delivered
-// before: what the epochScript call and the caller's check did before.
+// without an entry ("0": none); ARGV[8] the call's idempotency key ("":
+// none); with KEYS[4]: ARGV[9] when the message was published (unix ms),
+// ARGV[10] its delivery count, which becomes the floor (if higher) when the
+// message is older than the epoch and was delivered before: what the
+// epochScript call and the caller's check did before.
 // Returns {1, done request id, epoch} when the step has a completion
 // marker, or {2, lease PTTL (ms), holder's attempt, epoch} when another
 // attempt holds a live lease (nothing but the epoch marker is written
 // either way), else {0, attempt, lost, recorded, {record, ...}, token,
-// fresh, epoch}: lost counts the open attempts this call recorded as lost,
+// fresh, resumed, epoch}: lost counts the open attempts this call recorded
+// as lost, resumed is 1 when the call took over its key's attempt,
 // the records are the kept history, oldest first, those lost records
 // included, token fences the attempt (0 without a lease), fresh is 1 when
 // the step had no entry, and epoch is the epoch (unix ms; 0 without
@@ -46,6 +48,13 @@ import "github.com/redis/go-redis/v9"
 // The lease key holds "<token>|<attempt>" and expires on Redis's own clock
 // after the lease TTL unless Renew or a fenced Finish touches it; the meta
 // field fence counts the tokens handed out.
+//
+// An attempt begun under an idempotency key keeps it in the meta field
+// k:<attempt> ("<fresh><key>") while it is open. A call with the same key
+// that finds that attempt open (its own lease included) is the same Begin
+// asked again after its reply was lost: it takes the attempt over under a
+// new token instead of recording it as lost, and reports fresh as the first
+// call found it.
 var beginScript = redis.NewScript(`
 local meta, list, lease = KEYS[1], KEYS[2], KEYS[3]
 local floor = tonumber(ARGV[7])
@@ -53,8 +62,8 @@ local epoch = 0
 if KEYS[4] then
   redis.call('SET', KEYS[4], ARGV[2], 'NX')
   epoch = tonumber(redis.call('GET', KEYS[4]))
-  local delivered = tonumber(ARGV[9])
-  if delivered > 1 and tonumber(ARGV[8]) < epoch and delivered > floor then
+  local delivered = tonumber(ARGV[10])
+  if delivered > 1 and tonumber(ARGV[9]) < epoch and delivered > floor then
     floor = delivered
   end
 end
@@ -62,12 +71,22 @@ local done = redis.call('HGET', meta, 'done')
 if done then
   return {1, done, epoch}
 end
+local key = ARGV[8]
+local function ours(num)
+  if key == '' then
+    return false
+  end
+  local k = redis.call('HGET', meta, 'k:' .. num)
+  return k ~= false and string.sub(k, 2) == key and redis.call('HEXISTS', meta, 'o:' .. num) == 1
+end
 local leaseTTL = tonumber(ARGV[6])
 if leaseTTL > 0 then
   local holder = redis.call('GET', lease)
   if holder then
     local n = string.match(holder, '|(%d+)$')
-    return {2, redis.call('PTTL', lease), tonumber(n or '0'), epoch}
+    if not ours(n or '0') then
+      return {2, redis.call('PTTL', lease), tonumber(n or '0'), epoch}
+    end
   end
 end
 local fresh = 0
@@ -77,7 +96,7 @@ end
 local now = tonumber(ARGV[2])
 local fields = redis.call('HGETALL', meta)
 local nextn, recorded = 0, 0
-local open, free = {}, {}
+local open, free, keyed = {}, {}, {}
 for i = 1, #fields, 2 do
   local f, v = fields[i], fields[i + 1]
   if f == 'next' then
@@ -90,29 +109,41 @@ for i = 1, #fields, 2 do
       open[#open + 1] = {tonumber(num), v}
     elseif kind == 'f' then
       free[#free + 1] = tonumber(num)
+    elseif kind == 'k' then
+      keyed[tonumber(num)] = v
     end
   end
 end
 table.sort(open, function(a, b) return a[1] < b[1] end)
+local mine
+local lost = 0
 for _, o in ipairs(open) do
   local n, v = o[1], o[2]
-  local sep = string.find(v, '|', 1, true)
-  local started = string.sub(v, 1, sep - 1)
-  local dur = now - tonumber(started)
-  if dur < 0 then
-    dur = 0
+  local k = keyed[n]
+  if key ~= '' and k and string.sub(k, 2) == key then
+    mine, fresh = n, tonumber(string.sub(k, 1, 1))
+  else
+    local sep = string.find(v, '|', 1, true)
+    local started = string.sub(v, 1, sep - 1)
+    local dur = now - tonumber(started)
+    if dur < 0 then
+      dur = 0
+    end
+    redis.call('RPUSH', list, '{"attempt":' .. n .. ',"lost":true,"class":"retryable","error":' .. ARGV[5] ..
+      ',"duration_ms":' .. dur .. ',"at_ms":' .. started .. ',"request_id":' .. string.sub(v, sep + 1) .. '}')
+    redis.call('HDEL', meta, 'o:' .. n, 'k:' .. n)
+    redis.call('HSET', meta, 'l:' .. n, '1')
+    recorded = recorded + 1
+    lost = lost + 1
   end
-  redis.call('RPUSH', list, '{"attempt":' .. n .. ',"lost":true,"class":"retryable","error":' .. ARGV[5] ..
-    ',"duration_ms":' .. dur .. ',"at_ms":' .. started .. ',"request_id":' .. string.sub(v, sep + 1) .. '}')
-  redis.call('HDEL', meta, 'o:' .. n)
-  redis.call('HSET', meta, 'l:' .. n, '1')
-  recorded = recorded + 1
 end
-if fresh == 1 and floor > 1 then
+if fresh == 1 and floor > 1 and not mine then
   nextn = floor - 1
 end
 local n
-if #free > 0 then
+if mine then
+  n = mine
+elseif #free > 0 then
   table.sort(free)
   n = free[1]
   redis.call('HDEL', meta, 'f:' .. n)
@@ -120,7 +151,11 @@ else
   nextn = nextn + 1
   n = nextn
 end
-redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1])
+if key ~= '' then
+  redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1], 'k:' .. n, fresh .. key)
+else
+  redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1])
+end
 local token = 0
 if leaseTTL > 0 then
   token = redis.call('HINCRBY', meta, 'fence', 1)
@@ -129,7 +164,11 @@ end
 redis.call('LTRIM', list, -tonumber(ARGV[4]), -1)
 redis.call('PEXPIRE', meta, ARGV[3])
 redis.call('PEXPIRE', list, ARGV[3])
-return {0, n, #open, recorded, redis.call('LRANGE', list, 0, -1), token, fresh, epoch}
+local resumed = 0
+if mine then
+  resumed = 1
+end
+return {0, n, lost, recorded, redis.call('LRANGE', list, 0, -1), token, fresh, resumed, epoch}
 `)
 
 // renewScript extends a lease its holder still holds.
@@ -207,7 +246,8 @@ local function release(num)
 end
 local lostPrefix = '{"attempt":' .. n .. ',"lost":true,'
 local status
-local wasOpen = redis.call('HDEL', meta, 'o:' .. n) == 1
+local wasOpen = redis.call('HEXISTS', meta, 'o:' .. n) == 1
+redis.call('HDEL', meta, 'o:' .. n, 'k:' .. n)
 if ARGV[2] == '1' then
   if wasOpen then
     redis.call('RPUSH', list, ARGV[4])

@@ -23,8 +23,6 @@ var (
 	// server did not store because one with its Nats-Msg-Id was stored
 	// within the stream's duplicate window.
 	ErrDuplicate = errors.New("duplicate message not stored")
-	// ErrClosed is returned by Subscribe after Close.
-	ErrClosed = errors.New("subscriber closed")
 )
 
 // errSettled is the cancellation cause of a message's context once the

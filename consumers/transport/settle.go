@@ -22,7 +22,17 @@ type settler struct {
 	id      uint64
 	wm      *message.Message
 	settled atomic.Bool
+	// slot is where the delivery's worker slot is: slotHeld until
+	// WorkDone gives it back early or the settle frees it.
+	slot atomic.Int32
 }
+
+// Where a delivery's worker slot is (settler.slot).
+const (
+	slotHeld     int32 = iota // taken from the subscription's slots
+	slotFinished              // given back by WorkDone; counted in finishing
+	slotSettled               // settled: given back, or finishing uncounted
+)
 
 // op is how a delivery is settled.
 type op uint8
@@ -94,7 +104,33 @@ func (d *Delivery) settle(o op, reason string, delay time.Duration) error {
 	} else {
 		in.wm.Nack()
 	}
-	return in.sub.apply(in.wm.UUID, d.Msg, d.claim, in.id, o, reason, delay)
+	return in.sub.apply(in, d.Msg, d.claim, o, reason, delay)
+}
+
+// WorkDone tells the subscription the delivery's work is over and only
+// its settle is left (its terminal record being stored, say): its worker
+// slot goes back at once, so the next message is pulled while this one
+// finishes, and the delivery stays held and heartbeated until settled.
+// At most Config.Finishing deliveries go without a slot; past that the
+// delivery keeps its slot until settled (back-pressure on a settle path
+// slower than the work) and WorkDone returns false. Once per delivery;
+// a no-op outside a Subscriber or after the settle.
+func (d *Delivery) WorkDone() bool {
+	in := d.settler
+	if in == nil {
+		return false
+	}
+	s := in.sub
+	if s.finishing.Add(1) > int64(max(s.cfg.Finishing, 0)) {
+		s.finishing.Add(-1)
+		return false
+	}
+	if !in.slot.CompareAndSwap(slotHeld, slotFinished) {
+		s.finishing.Add(-1)
+		return false
+	}
+	s.release(1)
+	return true
 }
 
 // plainSettled reports whether the watermill message was acked or nacked.
@@ -128,7 +164,7 @@ func (s *subscription) watchPlain(d *Delivery) {
 	if !in.settled.CompareAndSwap(false, true) {
 		return // settled typed, or released at Close
 	}
-	_ = s.apply(in.wm.UUID, d.Msg, d.claim, in.id, o, "", 0)
+	_ = s.apply(in, d.Msg, d.claim, o, "", 0)
 }
 
 // Settle is watermill middleware for a router on a Subscriber: a handler
@@ -152,10 +188,11 @@ func Settle(h message.HandlerFunc) message.HandlerFunc {
 // apply settles m as asked, unless the claim on m lapsed meanwhile (then
 // m is left to the server and whoever holds it now); either way its
 // context is cancelled after and its slot freed. Once per message.
-func (s *subscription) apply(uuid string, m jetstream.Msg, c *claim, id uint64, o op, reason string, delay time.Duration) error {
+func (s *subscription) apply(in *settler, m jetstream.Msg, c *claim, o op, reason string, delay time.Duration) error {
+	uuid := in.wm.UUID
 	defer s.settleWG.Done()
-	defer s.release(1)
-	defer s.inflight.remove(id)
+	defer s.freeSlot(in)
+	defer s.inflight.remove(in.id)
 	defer c.cancel(errSettled)
 	if o == opAbandon {
 		return nil // the pipeline refused the settle and reported it already
@@ -178,6 +215,17 @@ func (s *subscription) apply(uuid string, m jetstream.Msg, c *claim, id uint64, 
 	_ = m.Nak()
 	s.log.Warn().Str("message", uuid).Msg("released unfinished message at shutdown")
 	return nil
+}
+
+// freeSlot gives a settled delivery's slot back, or, when WorkDone gave
+// it back already, takes the delivery off the finishing count.
+func (s *subscription) freeSlot(in *settler) {
+	switch in.slot.Swap(slotSettled) {
+	case slotHeld:
+		s.release(1)
+	case slotFinished:
+		s.finishing.Add(-1)
+	}
 }
 
 // fenced reports whether a settle must not go out: the claim lapsed. A
@@ -230,6 +278,6 @@ func (s *subscription) releaseUnsettled() {
 		if e.d == nil || !e.d.settler.settled.CompareAndSwap(false, true) {
 			continue
 		}
-		_ = s.apply(e.d.settler.wm.UUID, e.m, e.claim, e.d.settler.id, opShutdown, "", 0)
+		_ = s.apply(e.d.settler, e.m, e.claim, opShutdown, "", 0)
 	}
 }

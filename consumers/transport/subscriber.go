@@ -23,6 +23,11 @@ type Config struct {
 	// Slots is how many messages one subscription runs at once; the
 	// subscriber never fetches more than its free slots. Default: 16.
 	Slots int
+	// Finishing is how many deliveries past their work (Delivery.WorkDone)
+	// one subscription keeps without a worker slot while their settles are
+	// prepared, so at most Slots + Finishing are held at once. Default:
+	// Slots; negative: none (a slot is held until the settle).
+	Finishing int
 	// FetchMaxWait bounds one pull request. Default: 1s.
 	FetchMaxWait time.Duration
 	// Heartbeat is the InProgress interval for messages being worked on.
@@ -95,6 +100,9 @@ func (c Config) withDefaults() Config {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
 	}
+	if c.Finishing == 0 {
+		c.Finishing = c.Slots
+	}
 	if c.FetchMaxWait == 0 {
 		c.FetchMaxWait = DefaultFetchMaxWait
 	}
@@ -140,6 +148,8 @@ type Subscriber struct {
 	mu     sync.Mutex
 	subs   []*subscription
 	closed bool
+	// bound holds the consumers Bind looked up, by topic.
+	bound map[string]jetstream.Consumer
 }
 
 // NewSubscriber validates cfg and returns a Subscriber.
@@ -150,22 +160,62 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	return &Subscriber{cfg: cfg.withDefaults()}, nil
 }
 
-// Subscribe starts fetching for the persona named by topic. The channel is
-// closed when ctx is done or the subscriber is closed.
-func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+// Bind looks up topic's consumer now, so that a missing one fails here,
+// before a router runs, and Subscribe does no I/O for it.
+func (s *Subscriber) Bind(ctx context.Context, topic string) error {
+	cons, err := s.consumer(ctx, topic)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
+	if s.bound == nil {
+		s.bound = map[string]jetstream.Consumer{}
 	}
+	s.bound[topic] = cons
+	return nil
+}
+
+func (s *Subscriber) consumer(ctx context.Context, topic string) (jetstream.Consumer, error) {
 	cons, err := s.cfg.JetStream.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer(topic))
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: consumer %s on stream %s: %w", topic, s.cfg.Consumer(topic), s.cfg.Stream, err)
+	}
+	return cons, nil
+}
+
+// Subscribe starts fetching for the persona named by topic. The channel is
+// closed when ctx is done or the subscriber is closed. Subscribing once
+// either has happened gives a closed channel, not an error: a router
+// started just as its replica stops then stops too, where an error would
+// leave its other handlers unstarted and the router waiting for them.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || ctx.Err() != nil {
+		return closedMessages(), nil
+	}
+	cons, ok := s.bound[topic]
+	if !ok {
+		var err error
+		if cons, err = s.consumer(ctx, topic); err != nil {
+			if ctx.Err() != nil {
+				return closedMessages(), nil
+			}
+			return nil, err
+		}
 	}
 	sub := newSubscription(s.cfg, topic, cons)
 	s.subs = append(s.subs, sub)
 	sub.start(ctx)
 	return sub.out, nil
+}
+
+// closedMessages is a message channel that is already closed.
+func closedMessages() <-chan *message.Message {
+	c := make(chan *message.Message)
+	close(c)
+	return c
 }
 
 // Close stops fetching, lets in-flight messages finish within DrainTimeout,

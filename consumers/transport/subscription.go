@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -25,10 +26,13 @@ type subscription struct {
 	cons  jetstream.Consumer
 	log   zerolog.Logger
 
-	out      chan *message.Message
-	tokens   chan struct{} // one token per free worker slot
-	inflight *inflightSet
-	holds    holdSet
+	out    chan *message.Message
+	tokens chan struct{} // one token per free worker slot
+	// finishing counts deliveries whose slot WorkDone gave back early and
+	// that are not settled yet (at most cfg.Finishing).
+	finishing atomic.Int64
+	inflight  *inflightSet
+	holds     holdSet
 
 	// runCtx parents every message context. It outlives the Subscribe
 	// context so a router shutdown drains instead of cutting work off; Close

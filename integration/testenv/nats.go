@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"net"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -10,10 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NATS is an in-process nats-server with JetStream on a free loopback port.
+// NATS is a nats-server with JetStream on a free loopback port: in process
+// (StartNATS) or a process of its own (StartNATSProcess).
 type NATS struct {
 	Server *server.Server
 	opts   *server.Options
+	// url and proc are set instead for a server run as its own process
+	// (StartNATSProcess).
+	url  string
+	proc *exec.Cmd
 }
 
 // StartNATS starts a JetStream-enabled nats-server storing under tb.TempDir()
@@ -52,10 +58,16 @@ func (n *NATS) start(tb testing.TB) {
 }
 
 // URL is the client URL of the server.
-func (n *NATS) URL() string { return n.Server.ClientURL() }
+func (n *NATS) URL() string {
+	if n.Server == nil {
+		return n.url
+	}
+	return n.Server.ClientURL()
+}
 
 // Stop shuts the server down and waits for it.
 func (n *NATS) Stop() {
+	n.stopProcess()
 	if n.Server != nil {
 		n.Server.Shutdown()
 		n.Server.WaitForShutdown()

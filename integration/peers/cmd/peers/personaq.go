@@ -188,18 +188,14 @@ func (q *personaqQueueImpl) start(context.Context) error {
 	return nil
 }
 
-// pending is the number of messages left in the work-queue stream (a
-// message is removed when its ack is stored).
+// pending is the number of requests not settled yet (consumers.Unsettled:
+// the persona consumer's pending and unacknowledged messages). The requests
+// stream has limits retention, so an acked request stays stored until the
+// trimmer's next purge; counting stored messages would time the purge
+// interval, not the work.
 func (q *personaqQueueImpl) pending(ctx context.Context) (int, error) {
-	s, err := q.js.Stream(ctx, q.topo.RequestsStream)
-	if err != nil {
-		return 0, err
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return int(info.State.Msgs), nil
+	n, err := consumers.Unsettled(ctx, q.js, q.topo)
+	return int(n), err
 }
 
 func (q *personaqQueueImpl) close() {
