@@ -54,7 +54,7 @@ func TestPythonClient(t *testing.T) {
 		"PERSONAQ_STREAM_GATES="+gates, "PERSONAQ_REQUIRE_LIVE=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("python client tests failed (%v):\n%s", err, out)
+		t.Fatalf("python client tests failed (%v):\n%s\nthe whole run:\n%s", err, pyFailures(out), out)
 	}
 	t.Logf("python client tests passed: %s", pySummary(out))
 }
@@ -205,6 +205,23 @@ func pySummary(out []byte) string {
 	return strings.Join(lines, " ")
 }
 
+// pyFailures is unittest's report of what failed (its "=====" blocks, each
+// with the traceback), put first in a failure message: the listing of every
+// test before it is long, and a CI log shown head and tail would cut the
+// tracebacks out of the middle.
+func pyFailures(out []byte) string {
+	s := string(out)
+	start := strings.Index(s, "\n======")
+	if start < 0 {
+		return "(unittest printed no failure report)"
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\nRan "); end >= 0 {
+		s = s[:end]
+	}
+	return s
+}
+
 // pyLockedBuffer is a bytes.Buffer safe for the scanner and the test to share.
 type pyLockedBuffer struct {
 	mu  sync.Mutex
@@ -221,4 +238,18 @@ func (b *pyLockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestPyFailuresPutsTheTracebacksFirst(t *testing.T) {
+	for _, tc := range []struct{ name, out, want string }{
+		{"a failure", "test_a ... ok\ntest_b ... ERROR\n\n======\nERROR: test_b\n------\nTraceback: boom\n\n------\nRan 2 tests in 1s\n\nFAILED (errors=1)\n",
+			"======\nERROR: test_b\n------\nTraceback: boom\n\n------"},
+		{"no report", "Segmentation fault\n", "(unittest printed no failure report)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pyFailures([]byte(tc.out)); got != tc.want {
+				t.Errorf("pyFailures = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
