@@ -115,7 +115,7 @@ func (r *Runtime) outcomeEvent(st *attemptState, end ending, outcome schemas.Out
 // created_at, or, for a replay (which keeps the original's payload and so
 // its created_at), when the replay was published.
 func runStart(st *attemptState) time.Time {
-	if st.delivery.Msg != nil && st.delivery.Msg.Headers().Get(schemas.HeaderReplayOf) != "" && !st.delivery.Published.IsZero() {
+	if st.delivery.HeaderGet(schemas.HeaderReplayOf) != "" && !st.delivery.Published.IsZero() {
 		return st.delivery.Published
 	}
 	return st.req.CreatedAt

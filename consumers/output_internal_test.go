@@ -125,3 +125,16 @@ func TestCompleteUTF8(t *testing.T) {
 		require.Equal(t, tc.want, completeUTF8([]byte(tc.in)), "%q", tc.in)
 	}
 }
+
+// An attempt's live output writer is made only by a Write: an attempt that
+// writes none holds none while it runs, and a Write once the attempt
+// ended is dropped, as a closed writer drops it.
+func TestLiveOutputWriterIsMadeByTheFirstWrite(t *testing.T) {
+	l := &lazyOutput{}
+	l.close()
+	require.Nil(t, l.w, "no writer made for an attempt that wrote nothing")
+	n, err := l.Write([]byte("late"))
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Nil(t, l.w, "a write after the end makes no writer")
+}

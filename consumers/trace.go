@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/personaq/personaq/consumers/tracing"
-	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/retry"
 )
 
@@ -31,7 +30,7 @@ func (r *Runtime) startProcessSpan(msg *message.Message, st *attemptState) (cont
 	if !span.IsRecording() {
 		return in, noSpan
 	}
-	span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, messageID(d), d.Stream, d.Sequence, d.Delivered)...)
+	span.SetAttributes(tracing.ProcessAttributes(d.Subject, d.Consumer, d.HeaderGet(jetstream.MsgIDHeader), d.Stream, d.Sequence, d.Delivered)...)
 	return ctx, span
 }
 
@@ -59,13 +58,6 @@ func (n spanNames) name(op, made, subject string) string {
 		return made
 	}
 	return tracing.SpanName(op, subject)
-}
-
-func messageID(d *transport.Delivery) string {
-	if d.Msg == nil {
-		return ""
-	}
-	return d.Msg.Headers().Get(jetstream.MsgIDHeader)
 }
 
 // annotateAttempt sets what the delivery's attempt was and how it ended.

@@ -167,7 +167,7 @@ func (r *Runner) subscribe(ctx context.Context) error {
 		return err
 	}
 	sub, err := transport.NewSubscriber(transport.Config{
-		JetStream: r.js, Stream: r.topo.Stream, Slots: 1, Logger: &r.log, TypedSettleOnly: true,
+		JetStream: r.js, Stream: r.topo.Stream, Slots: 1, Logger: &r.log, TypedSettleOnly: true, KeepMsg: true,
 		Consumer: func(string) string { return r.topo.Durable },
 		// A retry is the request's redelivery after the policy's delay:
 		// nothing is held in process.

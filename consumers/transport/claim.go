@@ -20,6 +20,9 @@ type claim struct {
 	beat     time.Time // when the server last heard of us: receipt or an InProgress sent
 	lost     bool
 	reported bool
+	// settling: a settle of the message is going out; no heartbeat may
+	// follow it (see beatIfDue).
+	settling bool
 }
 
 func newClaim(ackWait time.Duration, received time.Time, cancel context.CancelCauseFunc) *claim {
@@ -49,29 +52,41 @@ func (c *claim) heldLocked(now time.Time) bool {
 	return now.Sub(c.beat) < c.ackWait-FenceMargin(c.ackWait)
 }
 
-// beatDue reports whether a heartbeat should be sent at now; false and the
-// claim lost when it lapsed (a missed heartbeat cannot be made up: the
-// server may have redelivered already).
-func (c *claim) beatDue(now time.Time) bool {
+// beatIfDue sends a heartbeat (send) when one is due at now and records
+// it; it reports whether it sent one. None is due once the claim lapsed
+// (then it is lost: a missed heartbeat cannot be made up, the server may
+// have redelivered already) or a settle is going out. The send is made
+// under the claim's lock, which settling takes too: the server matches an
+// InProgress by stream sequence alone, so one sent after our nak could
+// reset the timer of the message's next delivery, and hold back a retry
+// by up to AckWait.
+func (c *claim) beatIfDue(now time.Time, send func() error) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lost {
-		return false
+	if c.lost || c.settling {
+		return false, nil
 	}
 	if !c.heldLocked(now) {
 		c.loseLocked(ErrLeaseLost)
-		return false
+		return false, nil
 	}
-	return true
+	if err := send(); err != nil {
+		return false, err
+	}
+	if now.After(c.beat) {
+		c.beat = now
+	}
+	return true, nil
 }
 
-// beaten records a heartbeat sent at t.
-func (c *claim) beaten(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.lost && t.After(c.beat) {
-		c.beat = t
+// settle marks the claim settling: no heartbeat is sent after this returns.
+func (c *claim) settle() {
+	if c == nil {
+		return
 	}
+	c.mu.Lock()
+	c.settling = true
+	c.mu.Unlock()
 }
 
 // lose fences the claim and cancels the message's work with cause.

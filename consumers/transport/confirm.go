@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // confirmTimeout bounds one wait for the server's reply to a settle.
@@ -23,12 +21,12 @@ const confirmTries = 3
 // ignores a settle of a message no longer pending, and a repeated nak of a
 // message another replica now holds is what the ledger's lease keeps from
 // starting a second run.
-func (s *subscription) confirm(m jetstream.Msg, c *claim, body []byte) error {
+func (s *subscription) confirm(m msgRef, c *claim, body []byte) error {
 	var err error
 	deadline := time.Now().Add(confirmBudget(c))
 	for try := 1; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-		_, err = s.cfg.JetStream.Conn().RequestWithContext(ctx, m.Reply(), body)
+		_, err = s.cfg.JetStream.Conn().RequestWithContext(ctx, m.reply, body)
 		cancel()
 		now := time.Now()
 		if err == nil || !c.held(now) || !now.Before(deadline) {
@@ -38,11 +36,11 @@ func (s *subscription) confirm(m jetstream.Msg, c *claim, body []byte) error {
 		select {
 		case <-time.After(min(time.Duration(try)*100*time.Millisecond, time.Second)):
 		case <-s.hardStop:
-			return fmt.Errorf("settle %q of %s: stopped: %w", body, m.Subject(), err)
+			return fmt.Errorf("settle %q of %s: stopped: %w", body, m.subject, err)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("settle %q of %s: %w", body, m.Subject(), err)
+		return fmt.Errorf("settle %q of %s: %w", body, m.subject, err)
 	}
 	return nil
 }
@@ -60,7 +58,7 @@ func confirmBudget(c *claim) time.Duration {
 // NakWithDelay sends).
 func nakBody(d time.Duration) []byte {
 	if d <= 0 {
-		return []byte("-NAK")
+		return bodyNak
 	}
 	return fmt.Appendf(nil, `-NAK {"delay": %d}`, d.Nanoseconds())
 }

@@ -4,12 +4,20 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/schemas"
 )
 
 // Delivery is the JetStream side of a watermill message: where it came
 // from, how often it was delivered, and this replica's claim on it.
 type Delivery struct {
+	// Msg is the message as nats.go fetched it, for a consumer that
+	// settles through it; set only when the Subscriber's Config.KeepMsg is.
+	// Otherwise nil: its parsed header map (often larger than the payload)
+	// would be held for as long as the message's work runs. Header and Data
+	// give what it held.
 	Msg      jetstream.Msg
 	Stream   string
 	Consumer string
@@ -26,6 +34,64 @@ type Delivery struct {
 	claim *claim
 	// settler settles the delivery (nil outside a Subscriber).
 	settler *settler
+	// ref is where the delivery's acks, naks and heartbeats go.
+	ref msgRef
+	// data is the payload; the headers are rebuilt by Header from meta
+	// (the watermill message's metadata, set from them), the identity
+	// headers that are not metadata (msgID, msgUUID) and every value of a
+	// repeated header (multi, nil without one).
+	data           []byte
+	meta           map[string]string
+	msgID, msgUUID string
+	multi          nats.Header
+}
+
+// Data is the message's payload, as published.
+func (d *Delivery) Data() []byte {
+	if d.Msg != nil {
+		return d.Msg.Data()
+	}
+	return d.data
+}
+
+// Header is the message's headers as published. Unless the Subscriber's
+// Config.KeepMsg is set, it is rebuilt from what the delivery keeps: the
+// watermill message's metadata, which the Subscriber set from the headers
+// (a consumer that changes that metadata changes what Header returns),
+// and the headers metadata does not carry. Each call makes a new map.
+func (d *Delivery) Header() nats.Header {
+	if d.Msg != nil {
+		return d.Msg.Headers()
+	}
+	h := make(nats.Header, len(d.meta)+len(d.multi)+2)
+	for k, v := range d.meta {
+		h[k] = []string{v}
+	}
+	if d.msgID != "" {
+		h[jetstream.MsgIDHeader] = []string{d.msgID}
+	}
+	if d.msgUUID != "" {
+		h[schemas.HeaderMessageUUID] = []string{d.msgUUID}
+	}
+	for k, v := range d.multi {
+		h[k] = v
+	}
+	return h
+}
+
+// HeaderGet is the first value of the message's header key ("" without
+// one): Header().Get(key) without building the map.
+func (d *Delivery) HeaderGet(key string) string {
+	if d.Msg != nil {
+		return d.Msg.Headers().Get(key)
+	}
+	switch key {
+	case jetstream.MsgIDHeader:
+		return d.msgID
+	case schemas.HeaderMessageUUID:
+		return d.msgUUID
+	}
+	return d.meta[key]
 }
 
 // Held reports whether this replica still holds the delivery: its
@@ -62,8 +128,8 @@ func newDelivery(m jetstream.Msg, now time.Time) (*Delivery, error) {
 		return nil, err
 	}
 	return &Delivery{
-		Msg: m, Stream: md.Stream, Consumer: md.Consumer, Subject: m.Subject(),
+		Stream: md.Stream, Consumer: md.Consumer, Subject: m.Subject(),
 		Sequence: md.Sequence.Stream, Delivered: md.NumDelivered,
-		Published: md.Timestamp, Received: now,
+		Published: md.Timestamp, Received: now, ref: refOf(m), data: m.Data(),
 	}, nil
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/personaq/personaq/consumers/loop"
 )
 
@@ -20,7 +18,7 @@ type inflightSet struct {
 }
 
 type inflightMsg struct {
-	m     jetstream.Msg
+	ref   msgRef
 	claim *claim
 	// d is the delivery handed to the consumer; nil for a held retry.
 	d *Delivery
@@ -28,11 +26,11 @@ type inflightMsg struct {
 
 func newInflightSet() *inflightSet { return &inflightSet{msgs: map[uint64]inflightMsg{}} }
 
-func (s *inflightSet) add(m jetstream.Msg, c *claim) uint64 {
+func (s *inflightSet) add(ref msgRef, c *claim) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next++
-	s.msgs[s.next] = inflightMsg{m: m, claim: c}
+	s.msgs[s.next] = inflightMsg{ref: ref, claim: c}
 	return s.next
 }
 
@@ -85,18 +83,13 @@ func (s *subscription) beatAll() {
 		return
 	}
 	for _, e := range s.inflight.snapshot() {
-		now := time.Now()
-		if !e.claim.beatDue(now) {
-			if e.claim.isLost() {
-				s.lapsed(e)
-			}
-			continue
-		}
-		if err := e.m.InProgress(); err != nil {
+		sent, err := e.claim.beatIfDue(time.Now(), func() error { return s.send(e.ref, bodyProgress) })
+		switch {
+		case err != nil:
 			s.log.Warn().Err(err).Msg("heartbeat failed")
-			continue
+		case !sent && e.claim.isLost():
+			s.lapsed(e)
 		}
-		e.claim.beaten(now)
 	}
 }
 
@@ -105,10 +98,9 @@ func (s *subscription) lapsed(e inflightMsg) {
 	if !e.claim.reportLapse() {
 		return
 	}
-	md, _ := e.m.Metadata()
 	ev := s.log.Warn().Dur("ack_wait", e.claim.ackWait)
-	if md != nil {
-		ev = ev.Uint64("stream_seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered)
+	if e.d != nil {
+		ev = ev.Uint64("stream_seq", e.d.Sequence).Uint64("delivered", e.d.Delivered)
 	}
 	ev.Msg("lease lost: heartbeat overdue; attempt cancelled and its message left to the server")
 }

@@ -3,8 +3,6 @@ package transport
 import (
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // holdSet keeps messages whose short retry delay is served locally: they
@@ -16,20 +14,20 @@ type holdSet struct {
 }
 
 type heldMsg struct {
-	m     jetstream.Msg
+	ref   msgRef
 	claim *claim
 	due   time.Time
 	timer *time.Timer
 }
 
-func (h *holdSet) hold(s *subscription, m jetstream.Msg, c *claim, d time.Duration) {
-	id := s.inflight.add(m, c)
+func (h *holdSet) hold(s *subscription, ref msgRef, c *claim, d time.Duration) {
+	id := s.inflight.add(ref, c)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == nil {
 		h.held = map[uint64]*heldMsg{}
 	}
-	hm := &heldMsg{m: m, claim: c, due: time.Now().Add(d)}
+	hm := &heldMsg{ref: ref, claim: c, due: time.Now().Add(d)}
 	h.held[id] = hm
 	hm.timer = time.AfterFunc(d, func() { h.due(s, id, 0) })
 }
@@ -54,13 +52,8 @@ func (h *holdSet) due(s *subscription, id uint64, wait time.Duration) {
 		}
 		return
 	}
-	var err error
-	if wait > 0 {
-		err = s.confirm(hm.m, hm.claim, nakBody(wait))
-	} else {
-		err = s.confirm(hm.m, hm.claim, nakBody(0))
-	}
-	if err != nil {
+	hm.claim.settle()
+	if err := s.confirm(hm.ref, hm.claim, nakBody(wait)); err != nil {
 		s.log.Warn().Err(err).Msg("nak of a held retry failed; redelivery after AckWait")
 	}
 }

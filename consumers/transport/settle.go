@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrAlreadySettled is returned by a settle of a delivery settled before
@@ -104,7 +103,7 @@ func (d *Delivery) settle(o op, reason string, delay time.Duration) error {
 	} else {
 		in.wm.Nack()
 	}
-	return in.sub.apply(in, d.Msg, d.claim, o, reason, delay)
+	return in.sub.apply(in, d.ref, d.claim, o, reason, delay)
 }
 
 // WorkDone tells the subscription the delivery's work is over and only
@@ -164,7 +163,7 @@ func (s *subscription) watchPlain(d *Delivery) {
 	if !in.settled.CompareAndSwap(false, true) {
 		return // settled typed, or released at Close
 	}
-	_ = s.apply(in, d.Msg, d.claim, o, "", 0)
+	_ = s.apply(in, d.ref, d.claim, o, "", 0)
 }
 
 // Settle is watermill middleware for a router on a Subscriber: a handler
@@ -188,7 +187,7 @@ func Settle(h message.HandlerFunc) message.HandlerFunc {
 // apply settles m as asked, unless the claim on m lapsed meanwhile (then
 // m is left to the server and whoever holds it now); either way its
 // context is cancelled after and its slot freed. Once per message.
-func (s *subscription) apply(in *settler, m jetstream.Msg, c *claim, o op, reason string, delay time.Duration) error {
+func (s *subscription) apply(in *settler, m msgRef, c *claim, o op, reason string, delay time.Duration) error {
 	uuid := in.wm.UUID
 	defer s.settleWG.Done()
 	defer s.freeSlot(in)
@@ -212,7 +211,8 @@ func (s *subscription) apply(in *settler, m jetstream.Msg, c *claim, o op, reaso
 	case opRetry, opRelease:
 		return s.nak(uuid, m, c, delay)
 	}
-	_ = m.Nak()
+	c.settle()
+	_ = s.send(m, bodyNak)
 	s.log.Warn().Str("message", uuid).Msg("released unfinished message at shutdown")
 	return nil
 }
@@ -242,27 +242,28 @@ func (s *subscription) fenced(uuid string, c *claim, op string) bool {
 	return true
 }
 
-func (s *subscription) ack(uuid string, m jetstream.Msg, c *claim) error {
+func (s *subscription) ack(uuid string, m msgRef, c *claim) error {
 	if s.cfg.PlainAck {
-		err := m.Ack()
+		err := s.send(m, bodyAck)
 		if err != nil {
 			s.log.Error().Err(err).Str("message", uuid).Msg("ack not sent; the message will be redelivered and settled from its terminal record")
 		}
 		return err
 	}
-	err := s.confirm(m, c, []byte("+ACK"))
+	err := s.confirm(m, c, bodyAck)
 	if err != nil {
 		s.log.Error().Err(err).Str("message", uuid).Msg("ack not confirmed; the message may be redelivered")
 	}
 	return err
 }
 
-func (s *subscription) nak(uuid string, m jetstream.Msg, c *claim, d time.Duration) error {
+func (s *subscription) nak(uuid string, m msgRef, c *claim, d time.Duration) error {
 	d = max(d, 0)
 	if d > 0 && d <= s.cfg.HoldUnder {
 		s.holds.hold(s, m, c, d)
 		return nil
 	}
+	c.settle()
 	err := s.confirm(m, c, nakBody(d))
 	if err != nil {
 		s.log.Error().Err(err).Str("message", uuid).Msg("nak not confirmed; redelivery after AckWait")
@@ -278,6 +279,6 @@ func (s *subscription) releaseUnsettled() {
 		if e.d == nil || !e.d.settler.settled.CompareAndSwap(false, true) {
 			continue
 		}
-		_ = s.apply(e.d.settler, e.m, e.claim, opShutdown, "", 0)
+		_ = s.apply(e.d.settler, e.ref, e.claim, opShutdown, "", 0)
 	}
 }

@@ -58,6 +58,12 @@ type Config struct {
 	// Default: false, what a plain watermill consumer needs: msg.Ack() acks
 	// the message on the server, msg.Nack() has it redelivered at once.
 	TypedSettleOnly bool
+	// KeepMsg sets Delivery.Msg, the jetstream.Msg as fetched, for a
+	// consumer that settles or reads messages through nats.go itself.
+	// Default: not kept (Delivery.Header and Data give its headers and
+	// payload): its parsed header map, often larger than the payload, would
+	// be held for as long as each message's work runs.
+	KeepMsg bool
 	// Logger receives decisions (released, settle failures). Default: Nop.
 	Logger *zerolog.Logger
 	// StaleSettle, when set, is called for every settle refused because the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -171,7 +172,7 @@ func (s *subscription) fetch(ctx context.Context, n int) int {
 		// Heartbeats cover the message from receipt, not from dispatch.
 		msgCtx, cancel := context.WithCancelCause(s.runCtx)
 		c := newClaim(s.ackWait(), time.Now(), cancel)
-		s.dispatch(ctx, msgCtx, m, c, s.inflight.add(m, c))
+		s.dispatch(ctx, msgCtx, m, c, s.inflight.add(refOf(m), c))
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn().Err(err).Msg("fetch ended with an error")
@@ -194,6 +195,9 @@ func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c 
 		return
 	}
 	d.claim = c
+	if s.cfg.KeepMsg {
+		d.Msg = m
+	}
 	wm := toWatermill(m, d)
 	wm.SetContext(withDelivery(msgCtx, d))
 	// Stop wins: a pull made before the stop may still bring a message, and
@@ -225,29 +229,40 @@ func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c 
 // giveBack releases a message fetched while stopping, at once, to another
 // replica.
 func (s *subscription) giveBack(m jetstream.Msg, c *claim, id uint64) {
+	c.settle()
 	_ = m.Nak()
 	s.inflight.remove(id)
 	c.cancel(errSettled)
 	s.release(1)
 }
 
-// toWatermill wraps m. Its UUID is the one the Publisher sent
-// (schemas.HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence: the
-// same on every redelivery.
+// toWatermill wraps m, and keeps in d what Delivery.Header rebuilds the
+// headers from. Its UUID is the one the Publisher sent
+// (schemas.HeaderMessageUUID), else the Nats-Msg-Id, else stream:sequence:
+// the same on every redelivery.
 func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
-	uuid := m.Headers().Get(schemas.HeaderMessageUUID)
+	h := m.Headers()
+	d.msgID, d.msgUUID = h.Get(jetstream.MsgIDHeader), h.Get(schemas.HeaderMessageUUID)
+	uuid := d.msgUUID
 	if uuid == "" {
-		uuid = m.Headers().Get(jetstream.MsgIDHeader)
+		uuid = d.msgID
 	}
 	if uuid == "" {
 		uuid = d.Stream + ":" + strconv.FormatUint(d.Sequence, 10)
 	}
 	wm := message.NewMessage(uuid, m.Data())
-	for k, v := range m.Headers() {
+	for k, v := range h {
+		if len(v) > 1 {
+			if d.multi == nil {
+				d.multi = nats.Header{}
+			}
+			d.multi[k] = v
+		}
 		if len(v) > 0 && !reservedMetadata(k) {
 			wm.Metadata.Set(k, v[0])
 		}
 	}
+	d.meta = wm.Metadata
 	return wm
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,4 +49,36 @@ func TestDeliveryOutsideASubscriberSettlesNothing(t *testing.T) {
 	require.NoError(t, d.RetryAfter(1))
 	require.NoError(t, d.Release(1))
 	d.Abandon()
+}
+
+// A heartbeat is sent while the claim holds and never once a settle is
+// going out: the server matches InProgress by stream sequence alone, so a
+// heartbeat after our nak would reset the timer of the message's next
+// delivery.
+func TestClaimSendsNoHeartbeatOnceSettling(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		prepare  func(c *claim)
+		at       time.Time
+		wantSent bool
+		wantLost bool
+	}{
+		{"held", func(*claim) {}, now.Add(time.Second), true, false},
+		{"settling", func(c *claim) { c.settle() }, now.Add(time.Second), false, false},
+		{"lapsed", func(*claim) {}, now.Add(9 * time.Second), false, true},
+		{"fenced", func(c *claim) { c.lose(ErrLeaseLost) }, now.Add(time.Second), false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClaim(10*time.Second, now, func(error) {})
+			tc.prepare(c)
+			calls := 0
+			sent, err := c.beatIfDue(tc.at, func() error { calls++; return nil })
+			require.NoError(t, err)
+			require.Equal(t, tc.wantSent, sent)
+			require.Equal(t, map[bool]int{true: 1, false: 0}[tc.wantSent], calls)
+			require.Equal(t, tc.wantLost, c.isLost())
+		})
+	}
 }
