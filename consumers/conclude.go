@@ -24,11 +24,11 @@ const settleTimeout = 10 * time.Second
 // meanwhile. It ends early when the claim is lost or a shutdown runs out
 // of drain time: the redelivery then finds whatever was stored.
 func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcome, qseq uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), recordPatience)
+	// Patience ends with the claim, or at a hard shutdown.
+	held, release := st.delivery.HoldContext()
+	defer release()
+	ctx, cancel := context.WithTimeout(held, recordPatience)
 	defer cancel()
-	if st.held != nil { // patience ends with the claim, or at a hard shutdown
-		defer context.AfterFunc(st.held, cancel)()
-	}
 	ev := r.outcomeEvent(st, *end, outcome, qseq)
 	if outcome == schemas.OutcomeSucceeded {
 		err := patiently(ctx, func(ctx context.Context) error { return r.outcomes.keepOutput(ctx, ev, end.output) })

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/personaq/personaq/consumers/transport"
 	"github.com/personaq/personaq/schemas"
 )
 
@@ -125,13 +126,62 @@ func TestRedeliveryWaitsForItsRecordAcrossAFailover(t *testing.T) {
 // whatever was stored.
 func TestTerminalRecordPatienceEndsWithTheClaim(t *testing.T) {
 	t.Parallel()
-	r, st, f, _ := failoverRuntime(t)
-	f.publishFails.Store(1 << 20)
-	held, lose := context.WithCancel(context.Background())
-	st.held = held
-	time.AfterFunc(300*time.Millisecond, lose)
-	began := time.Now()
-	end := ending{verdict: verdictAck, output: []byte(`"done"`)}
-	require.Error(t, r.conclude(st, &end, schemas.OutcomeSucceeded, 0))
-	require.Less(t, time.Since(began), 5*time.Second, "not the whole recordPatience")
+	for _, tc := range []struct {
+		name string
+		lose func(d *transport.Delivery)
+	}{
+		{"Fenced", func(d *transport.Delivery) { d.Fence() }},
+		{"HardStop", func(*transport.Delivery) {}}, // the subscriber's Close below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, st, f, _ := failoverRuntime(t)
+			f.publishFails.Store(1 << 20)
+			var sub *transport.Subscriber
+			st.delivery, sub = subscribedDelivery(t, f.JetStream, r.topo)
+			// The attempt's work ended with a cause of its own (a
+			// cancellation): that does not end the record's patience.
+			st.delivery.WorkCancel()(ErrCancelled)
+			time.AfterFunc(300*time.Millisecond, func() {
+				tc.lose(st.delivery)
+				if tc.name == "HardStop" {
+					_ = sub.Close()
+				}
+			})
+			began := time.Now()
+			end := ending{verdict: verdictAck, output: []byte(`"done"`)}
+			require.Error(t, r.conclude(st, &end, schemas.OutcomeSucceeded, 0))
+			took := time.Since(began)
+			require.Greater(t, took, 250*time.Millisecond, "the work's own cancel did not end the patience")
+			require.Less(t, took, 5*time.Second, "not the whole recordPatience")
+		})
+	}
+}
+
+// subscribedDelivery is a delivery of a real Subscriber (its claim, its
+// subscription's run): one request published to persona "p" and received.
+// The subscriber's drain is short, so a Close ends in a hard stop.
+func subscribedDelivery(t *testing.T, js jetstream.JetStream, topo Topology) (*transport.Delivery, *transport.Subscriber) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, Provision(ctx, js, topo, []ConsumerSpec{{Persona: "p", AckWait: 10 * time.Second, MaxAckPending: 4}}))
+	sub, err := transport.NewSubscriber(transport.Config{
+		JetStream: js, Stream: topo.RequestsStream, Slots: 1, FetchMaxWait: 200 * time.Millisecond,
+		DrainTimeout: 100 * time.Millisecond, TypedSettleOnly: true,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Close() })
+	_, err = js.Publish(ctx, topo.RequestSubject("p"), []byte(`{}`))
+	require.NoError(t, err)
+	ch, err := sub.Subscribe(ctx, "p")
+	require.NoError(t, err)
+	select {
+	case m := <-ch:
+		d, ok := transport.DeliveryFrom(m.Context())
+		require.True(t, ok)
+		return d, sub
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+		return nil, nil
+	}
 }

@@ -132,7 +132,7 @@ func (r *Runtime) prepare(ctx context.Context, msg *message.Message, a *flight) 
 	// The attempt's context ends when its lease is lost (the lease keeper
 	// cancels it), so a handler stops work another replica may now run,
 	// and when its request is cancelled (the cancel watch cancels it).
-	a.actx, a.cancel = context.WithCancelCause(ctx)
+	a.actx, a.cancel = attemptContext(ctx, st.delivery)
 	if st.lease != nil {
 		r.holdLease(st, a.cancel)
 	}
@@ -140,6 +140,19 @@ func (r *Runtime) prepare(ctx context.Context, msg *message.Message, a *flight) 
 	st.invoked = true
 	a.call = r.startInvoke(a.actx, st)
 	return ending{}, true
+}
+
+// attemptContext is the attempt's context and what ends it with a cause:
+// the message's own context and the cancel the delivery lends
+// (transport.Delivery.WorkCancel), one cancellable context fewer per
+// attempt in flight; for a delivery made outside a Subscriber, a context
+// of its own under ctx. Once the attempt ended, its record is stored under
+// the delivery's HoldContext, which this cancel does not end.
+func attemptContext(ctx context.Context, d *transport.Delivery) (context.Context, context.CancelCauseFunc) {
+	if cancel := d.WorkCancel(); cancel != nil {
+		return ctx, cancel
+	}
+	return context.WithCancelCause(ctx)
 }
 
 // invokeApart runs the handler, then decides and commits, on a goroutine
@@ -214,7 +227,7 @@ func (r *Runtime) newState(msg *message.Message) (*attemptState, error) {
 		return nil, fmt.Errorf("%w: topic %q", ErrUnknownPersona, message.SubscribeTopicFromCtx(msg.Context()))
 	}
 	return &attemptState{
-		persona: p, delivery: d, started: r.now(), held: msg.Context(),
+		persona: p, delivery: d, started: r.now(),
 		log: r.deliveryLog(p, d.Sequence),
 	}, nil
 }

@@ -1,7 +1,6 @@
 package consumers
 
 import (
-	"context"
 	"time"
 
 	"github.com/personaq/personaq/consumers/transport"
@@ -18,10 +17,6 @@ type attemptState struct {
 	delivery *transport.Delivery
 	log      stateLog
 	started  time.Time
-	// held ends when this replica must stop working on the delivery: its
-	// claim was lost, or a shutdown ran out of drain time (the message's
-	// context).
-	held context.Context
 
 	// Set by decode.
 	req *schemas.PersonaRequest

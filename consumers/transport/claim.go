@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,7 +24,12 @@ type claim struct {
 	// settling: a settle of the message is going out; no heartbeat may
 	// follow it (see beatIfDue).
 	settling bool
+	// onLost are called when the claim is lost (see Delivery.HoldContext).
+	onLost []*lostHook
 }
+
+// lostHook is one function whenLost registered.
+type lostHook struct{ f func() }
 
 func newClaim(ackWait time.Duration, received time.Time, cancel context.CancelCauseFunc) *claim {
 	return &claim{ackWait: ackWait, beat: received, cancel: cancel}
@@ -106,6 +112,29 @@ func (c *claim) loseLocked(cause error) {
 	c.lost = true
 	if c.cancel != nil {
 		c.cancel(cause)
+	}
+	for _, h := range c.onLost {
+		h.f()
+	}
+	c.onLost = nil
+}
+
+// whenLost calls f once the claim is lost (at once if it is); the
+// returned function stops that and calls f itself.
+func (c *claim) whenLost(f func()) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost {
+		f()
+		return f
+	}
+	h := &lostHook{f: f}
+	c.onLost = append(c.onLost, h)
+	return func() {
+		c.mu.Lock()
+		c.onLost = slices.DeleteFunc(c.onLost, func(g *lostHook) bool { return g == h })
+		c.mu.Unlock()
+		f()
 	}
 }
 

@@ -104,6 +104,32 @@ func (d *Delivery) Held() bool { return d.claim.held(time.Now()) }
 // to merely running short.
 func (d *Delivery) Lost() bool { return d.claim.isLost() }
 
+// WorkCancel is the cancel of the message's context, for a consumer that
+// ends the delivery's work early with a cause of its own (a cancellation,
+// a lease lost elsewhere) and still settles it: unlike Fence it keeps the
+// claim. Sharing the message's context saves a context of the consumer's
+// own per message in flight. Nil outside a Subscriber.
+func (d *Delivery) WorkCancel() context.CancelCauseFunc {
+	if d.claim == nil {
+		return nil
+	}
+	return d.claim.cancel
+}
+
+// HoldContext is a context that ends when this replica can no longer
+// settle the delivery: its claim was lost, or the subscriber stopped hard
+// (a shutdown's drain time ran out). It outlives the message's context,
+// which WorkCancel and the end of the work may end first: a consumer
+// storing the delivery's outcome bounds its patience with it. release
+// ends it; call it once done. Outside a Subscriber it never ends.
+func (d *Delivery) HoldContext() (ctx context.Context, release func()) {
+	if d.claim == nil || d.settler == nil {
+		return context.Background(), func() {}
+	}
+	ctx, cancel := context.WithCancel(d.settler.sub.runCtx)
+	return ctx, d.claim.whenLost(cancel)
+}
+
 // Fence gives the claim up: the message's context is cancelled with
 // ErrLeaseLost and every later settle of it is refused. For work that lost
 // its lease elsewhere (the ledger's): its message belongs to whoever holds
