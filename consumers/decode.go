@@ -15,7 +15,8 @@ import (
 // its subject, is quarantined as invalid_message without running anything;
 // so is one whose deadline passed before this delivery.
 func (r *Runtime) decode(msg *message.Message, st *attemptState) (ending, bool) {
-	req, err := schemas.DecodeRequest(msg.Payload)
+	req, err := schemas.DecodeRequestInPlace(msg.Payload) // the payload is kept, never written
+
 	if err == nil && req.Persona != st.persona.name {
 		err = fmt.Errorf("persona %q does not match subject persona %q", req.Persona, st.persona.name)
 	}

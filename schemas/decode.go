@@ -15,6 +15,17 @@ func DecodeRequest(data []byte) (*PersonaRequest, error) {
 	return decode[PersonaRequest](requestSchema, data)
 }
 
+// DecodeRequestInPlace is DecodeRequest for a caller that neither modifies
+// nor reuses data afterwards: the request's Input is data's own bytes
+// instead of a copy. The runtime decodes each delivery's payload this way:
+// it keeps the payload for as long as the request runs anyway.
+func DecodeRequestInPlace(data []byte) (*PersonaRequest, error) {
+	if v, ok := fastDecodeRequestIn(data, true); ok {
+		return v, nil
+	}
+	return decode[PersonaRequest](requestSchema, data)
+}
+
 // DecodeOutcome decodes and validates an OutcomeEvent.
 func DecodeOutcome(data []byte) (*OutcomeEvent, error) {
 	if v, ok := fastDecodeOutcome(data); ok {

@@ -231,3 +231,31 @@ func TestFastPathSameErrors(t *testing.T) {
 		require.Empty(t, cmp.Diff(want, got), "%s", s)
 	}
 }
+
+// DecodeRequestInPlace decodes as DecodeRequest does, every seed included,
+// with the input as data's own bytes: not a copy, and capped so an append
+// to it leaves the rest of data as it was.
+func TestDecodeRequestInPlace(t *testing.T) {
+	t.Parallel()
+	for _, s := range fastSeedsRequest {
+		want, wantErr := schemas.DecodeRequest([]byte(s))
+		got, err := schemas.DecodeRequestInPlace([]byte(s))
+		if wantErr != nil {
+			require.EqualError(t, err, wantErr.Error(), "%s", s)
+			continue
+		}
+		require.NoError(t, err, "%s", s)
+		require.Empty(t, cmp.Diff(want, got), "%s", s)
+	}
+	data, err := schemas.Encode(validRequest())
+	require.NoError(t, err)
+	before := string(data)
+	req, err := schemas.DecodeRequestInPlace(data)
+	require.NoError(t, err)
+	require.NotEmpty(t, req.Input)
+	i := strings.Index(string(data), string(req.Input))
+	require.GreaterOrEqual(t, i, 0)
+	require.Same(t, &data[i], &req.Input[0], "the input is data's own bytes")
+	_ = append(req.Input, "written past the input"...)
+	require.Equal(t, before, string(data), "an append to the input does not write into data")
+}

@@ -13,11 +13,15 @@ import (
 // stack of every goroutine that decoded a request. Each number is checked
 // against its schema bounds where it is read; the plain strings are built
 // at the end from one allocation, then checked.
-func fastDecodeRequest(data []byte) (*PersonaRequest, bool) {
+func fastDecodeRequest(data []byte) (*PersonaRequest, bool) { return fastDecodeRequestIn(data, false) }
+
+// fastDecodeRequestIn is fastDecodeRequest; with inPlace the input is
+// data's own bytes, not a copy.
+func fastDecodeRequestIn(data []byte, inPlace bool) (*PersonaRequest, bool) {
 	if len(data) > MaxPayloadBytes || !isText(data) {
 		return nil, false
 	}
-	s := requestScan{fastScan: fastScan{data: data}, v: new(PersonaRequest)}
+	s := requestScan{fastScan: fastScan{data: data}, v: new(PersonaRequest), inPlace: inPlace}
 	top, ok := s.object(requestKeys[:], s.field)
 	if !ok || !s.end() || top&requestRequired != requestRequired || !s.fillText() {
 		return nil, false
@@ -49,6 +53,7 @@ func textValid(v *PersonaRequest, agents bool) bool {
 type requestScan struct {
 	fastScan
 	v         *PersonaRequest
+	inPlace   bool // Input is data's bytes (DecodeRequestInPlace)
 	text      [numTextFields]span // where each plain string's raw contents are
 	createdAt span                // created_at's text, quotes included
 }
@@ -148,14 +153,19 @@ func (s *requestScan) fillText() bool {
 }
 
 // input keeps the value's text as json.RawMessage does: a copy, since the
-// caller may reuse data.
+// caller may reuse data; in place, data's own bytes (capped, so an append
+// to Input cannot write into the rest of data).
 func (s *requestScan) input() bool {
 	s.ws()
 	start := s.i
 	if !s.skip(true) {
 		return false
 	}
-	s.v.Input = append(json.RawMessage(nil), s.data[start:s.i]...)
+	if s.inPlace {
+		s.v.Input = json.RawMessage(s.data[start:s.i:s.i])
+	} else {
+		s.v.Input = append(json.RawMessage(nil), s.data[start:s.i]...)
+	}
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,14 +37,20 @@ type Delivery struct {
 	settler *settler
 	// ref is where the delivery's acks, naks and heartbeats go.
 	ref msgRef
-	// data is the payload; the headers are rebuilt by Header from meta
-	// (the watermill message's metadata, set from them), the identity
-	// headers that are not metadata (msgID, msgUUID) and every value of a
-	// repeated header (multi, nil without one).
-	data           []byte
-	meta           map[string]string
+	// Header rebuilds the headers from the watermill message's metadata
+	// (set from them), the identity headers that are not metadata (msgID,
+	// msgUUID) and every value of a repeated header (multi, nil without).
 	msgID, msgUUID string
 	multi          nats.Header
+}
+
+// wm is the watermill message the delivery was handed out as (nil outside
+// a Subscriber).
+func (d *Delivery) wm() *message.Message {
+	if d.settler == nil {
+		return nil
+	}
+	return d.settler.wm
 }
 
 // Data is the message's payload, as published.
@@ -51,7 +58,10 @@ func (d *Delivery) Data() []byte {
 	if d.Msg != nil {
 		return d.Msg.Data()
 	}
-	return d.data
+	if wm := d.wm(); wm != nil {
+		return wm.Payload
+	}
+	return nil
 }
 
 // Header is the message's headers as published. Unless the Subscriber's
@@ -63,8 +73,12 @@ func (d *Delivery) Header() nats.Header {
 	if d.Msg != nil {
 		return d.Msg.Headers()
 	}
-	h := make(nats.Header, len(d.meta)+len(d.multi)+2)
-	for k, v := range d.meta {
+	var meta message.Metadata
+	if wm := d.wm(); wm != nil {
+		meta = wm.Metadata
+	}
+	h := make(nats.Header, len(meta)+len(d.multi)+2)
+	for k, v := range meta {
 		h[k] = []string{v}
 	}
 	if d.msgID != "" {
@@ -91,7 +105,10 @@ func (d *Delivery) HeaderGet(key string) string {
 	case schemas.HeaderMessageUUID:
 		return d.msgUUID
 	}
-	return d.meta[key]
+	if wm := d.wm(); wm != nil {
+		return wm.Metadata.Get(key)
+	}
+	return ""
 }
 
 // Held reports whether this replica still holds the delivery: its
@@ -156,6 +173,6 @@ func newDelivery(m jetstream.Msg, now time.Time) (*Delivery, error) {
 	return &Delivery{
 		Stream: md.Stream, Consumer: md.Consumer, Subject: m.Subject(),
 		Sequence: md.Sequence.Stream, Delivered: md.NumDelivered,
-		Published: md.Timestamp, Received: now, ref: refOf(m), data: m.Data(),
+		Published: md.Timestamp, Received: now, ref: refOf(m),
 	}, nil
 }

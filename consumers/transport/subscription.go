@@ -262,7 +262,6 @@ func toWatermill(m jetstream.Msg, d *Delivery) *message.Message {
 			wm.Metadata.Set(k, v[0])
 		}
 	}
-	d.meta = wm.Metadata
 	return wm
 }
 
