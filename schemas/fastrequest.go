@@ -53,7 +53,7 @@ func textValid(v *PersonaRequest, agents bool) bool {
 type requestScan struct {
 	fastScan
 	v         *PersonaRequest
-	inPlace   bool // Input is data's bytes (DecodeRequestInPlace)
+	inPlace   bool                // Input is data's bytes (DecodeRequestInPlace)
 	text      [numTextFields]span // where each plain string's raw contents are
 	createdAt span                // created_at's text, quotes included
 }
