@@ -82,3 +82,24 @@ func TestClaimSendsNoHeartbeatOnceSettling(t *testing.T) {
 		})
 	}
 }
+
+// dataMsg is a jetstream.Msg with a fixed payload slice.
+type dataMsg struct {
+	jetstream.Msg
+	data []byte
+}
+
+func (m dataMsg) Data() []byte { return m.data }
+
+// A payload read with headers is copied out of nats.go's buffer (which
+// holds the header block before it); one without is kept as it is.
+func TestPayloadLeavesTheHeaderBlockBehind(t *testing.T) {
+	t.Parallel()
+	buf := []byte("NATS/1.0\r\nNats-Msg-Id: r-1\r\n\r\n{\"x\":1}")
+	m := dataMsg{data: buf[len(buf)-7:]}
+	got := payloadOf(m, nats.Header{jetstream.MsgIDHeader: {"r-1"}})
+	require.Equal(t, `{"x":1}`, string(got))
+	require.NotSame(t, &m.data[0], &got[0], "copied: the header block is not held")
+	plain := payloadOf(m, nil)
+	require.Same(t, &m.data[0], &plain[0], "no headers: no copy")
+}
