@@ -49,4 +49,15 @@
 // it or the claim runs out. Close drains: in-flight messages get
 // Config.DrainTimeout to finish, then their contexts are cancelled with
 // ErrShuttingDown and the unsettled ones released.
+//
+// A subscription keeps of each fetched message only what settling it needs
+// (its reply subject), not the jetstream.Msg: the parsed header map nats.go
+// builds is often larger than the payload and would be held for as long
+// as the message's work runs. Delivery.Header and HeaderGet give the
+// headers as published, Delivery.Data the payload; Config.KeepMsg keeps
+// the jetstream.Msg in Delivery.Msg for a consumer that settles through
+// nats.go. A consumer that stops a delivery's work early with a cause of its
+// own and still settles it uses Delivery.WorkCancel, and bounds what it
+// does after the work with Delivery.HoldContext, which ends only when the
+// claim is lost or the subscriber stops hard.
 package transport

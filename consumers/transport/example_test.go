@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"time"
 
@@ -59,3 +60,30 @@ func Example() {
 }
 
 func summarize(context.Context, []byte) error { return nil }
+
+// A handler that reads its message's headers as published, stops its own
+// work with a cause when told to, and still settles the delivery: the
+// message's context ends with the cause (WorkCancel), while what follows
+// the work — storing its outcome, say — is bounded by HoldContext, which
+// ends only when this replica can no longer settle the delivery.
+func ExampleDelivery_WorkCancel() {
+	errStopped := errors.New("stopped by its caller")
+	handle := func(msg *message.Message) error {
+		d, _ := transport.DeliveryFrom(msg.Context())
+		log.Printf("message %s, headers %v", d.HeaderGet(jetstream.MsgIDHeader), d.Header())
+		stop := time.AfterFunc(time.Minute, func() { d.WorkCancel()(errStopped) })
+		defer stop.Stop()
+		err := summarize(msg.Context(), d.Data())
+		if errors.Is(context.Cause(msg.Context()), errStopped) {
+			held, release := d.HoldContext()
+			defer release()
+			_ = held // store "stopped" as the outcome under held, then settle
+			return d.Ack()
+		}
+		if err != nil {
+			return d.RetryAfter(2 * time.Second)
+		}
+		return d.Ack()
+	}
+	_ = handle // registered with router.AddConsumerHandler, as in Example
+}
