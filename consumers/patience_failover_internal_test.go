@@ -128,10 +128,11 @@ func TestTerminalRecordPatienceEndsWithTheClaim(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		lose func(d *transport.Delivery)
+		lose func(d *transport.Delivery, sub *transport.Subscriber)
 	}{
-		{"Fenced", func(d *transport.Delivery) { d.Fence() }},
-		{"HardStop", func(*transport.Delivery) {}}, // the subscriber's Close below
+		{"Fenced", func(d *transport.Delivery, _ *transport.Subscriber) { d.Fence() }},
+		// A Close whose drain time runs out while the delivery is unsettled.
+		{"HardStop", func(_ *transport.Delivery, sub *transport.Subscriber) { _ = sub.Close() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -142,12 +143,7 @@ func TestTerminalRecordPatienceEndsWithTheClaim(t *testing.T) {
 			// The attempt's work ended with a cause of its own (a
 			// cancellation): that does not end the record's patience.
 			st.delivery.WorkCancel()(ErrCancelled)
-			time.AfterFunc(300*time.Millisecond, func() {
-				tc.lose(st.delivery)
-				if tc.name == "HardStop" {
-					_ = sub.Close()
-				}
-			})
+			time.AfterFunc(300*time.Millisecond, func() { tc.lose(st.delivery, sub) })
 			began := time.Now()
 			end := ending{verdict: verdictAck, output: []byte(`"done"`)}
 			require.Error(t, r.conclude(st, &end, schemas.OutcomeSucceeded, 0))
