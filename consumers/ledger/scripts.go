@@ -67,74 +67,80 @@ if KEYS[4] then
     floor = delivered
   end
 end
-local done = redis.call('HGET', meta, 'done')
-if done then
-  return {1, done, epoch}
-end
-local key = ARGV[8]
-local function ours(num)
-  if key == '' then
-    return false
-  end
-  local k = redis.call('HGET', meta, 'k:' .. num)
-  return k ~= false and string.sub(k, 2) == key and redis.call('HEXISTS', meta, 'o:' .. num) == 1
-end
-local leaseTTL = tonumber(ARGV[6])
-if leaseTTL > 0 then
-  local holder = redis.call('GET', lease)
-  if holder then
-    local n = string.match(holder, '|(%d+)$')
-    if not ours(n or '0') then
-      return {2, redis.call('PTTL', lease), tonumber(n or '0'), epoch}
-    end
-  end
-end
-local fresh = 0
-if redis.call('EXISTS', meta) == 0 then
-  fresh = 1
-end
-local now = tonumber(ARGV[2])
 local fields = redis.call('HGETALL', meta)
-local nextn, recorded = 0, 0
-local open, free, keyed = {}, {}, {}
+local nextn, recorded, fence, done = 0, 0, 0, nil
+-- open, free and keyed are made only for a step that has such fields.
+local open, isOpen, free, keyed
 for i = 1, #fields, 2 do
   local f, v = fields[i], fields[i + 1]
   if f == 'next' then
     nextn = tonumber(v)
   elseif f == 'recorded' then
     recorded = tonumber(v)
+  elseif f == 'fence' then
+    fence = tonumber(v)
+  elseif f == 'done' then
+    done = v
   else
     local kind, num = string.match(f, '^(%a):(%d+)$')
     if kind == 'o' then
+      open, isOpen = open or {}, isOpen or {}
       open[#open + 1] = {tonumber(num), v}
+      isOpen[tonumber(num)] = true
     elseif kind == 'f' then
+      free = free or {}
       free[#free + 1] = tonumber(num)
     elseif kind == 'k' then
+      keyed = keyed or {}
       keyed[tonumber(num)] = v
     end
   end
 end
-table.sort(open, function(a, b) return a[1] < b[1] end)
+if done then
+  return {1, done, epoch}
+end
+local key = ARGV[8]
+local leaseTTL = tonumber(ARGV[6])
+if leaseTTL > 0 then
+  local holder = redis.call('GET', lease)
+  if holder then
+    local n = tonumber(string.match(holder, '|(%d+)$') or '0')
+    local k = keyed and keyed[n]
+    if not (key ~= '' and k and string.sub(k, 2) == key and isOpen and isOpen[n]) then
+      return {2, redis.call('PTTL', lease), n, epoch}
+    end
+  end
+end
+local fresh = 0
+if #fields == 0 then
+  fresh = 1
+end
 local mine
 local lost = 0
-for _, o in ipairs(open) do
-  local n, v = o[1], o[2]
-  local k = keyed[n]
-  if key ~= '' and k and string.sub(k, 2) == key then
-    mine, fresh = n, tonumber(string.sub(k, 1, 1))
-  else
-    local sep = string.find(v, '|', 1, true)
-    local started = string.sub(v, 1, sep - 1)
-    local dur = now - tonumber(started)
-    if dur < 0 then
-      dur = 0
+if open then
+  local now = tonumber(ARGV[2])
+  if #open > 1 then
+    table.sort(open, function(a, b) return a[1] < b[1] end)
+  end
+  for _, o in ipairs(open) do
+    local n, v = o[1], o[2]
+    local k = keyed and keyed[n]
+    if key ~= '' and k and string.sub(k, 2) == key then
+      mine, fresh = n, tonumber(string.sub(k, 1, 1))
+    else
+      local sep = string.find(v, '|', 1, true)
+      local started = string.sub(v, 1, sep - 1)
+      local dur = now - tonumber(started)
+      if dur < 0 then
+        dur = 0
+      end
+      redis.call('RPUSH', list, '{"attempt":' .. n .. ',"lost":true,"class":"retryable","error":' .. ARGV[5] ..
+        ',"duration_ms":' .. dur .. ',"at_ms":' .. started .. ',"request_id":' .. string.sub(v, sep + 1) .. '}')
+      redis.call('HDEL', meta, 'o:' .. n, 'k:' .. n)
+      redis.call('HSET', meta, 'l:' .. n, '1')
+      recorded = recorded + 1
+      lost = lost + 1
     end
-    redis.call('RPUSH', list, '{"attempt":' .. n .. ',"lost":true,"class":"retryable","error":' .. ARGV[5] ..
-      ',"duration_ms":' .. dur .. ',"at_ms":' .. started .. ',"request_id":' .. string.sub(v, sep + 1) .. '}')
-    redis.call('HDEL', meta, 'o:' .. n, 'k:' .. n)
-    redis.call('HSET', meta, 'l:' .. n, '1')
-    recorded = recorded + 1
-    lost = lost + 1
   end
 end
 if fresh == 1 and floor > 1 and not mine then
@@ -143,7 +149,7 @@ end
 local n
 if mine then
   n = mine
-elseif #free > 0 then
+elseif free then
   table.sort(free)
   n = free[1]
   redis.call('HDEL', meta, 'f:' .. n)
@@ -151,24 +157,52 @@ else
   nextn = nextn + 1
   n = nextn
 end
-if key ~= '' then
-  redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1], 'k:' .. n, fresh .. key)
-else
-  redis.call('HSET', meta, 'next', nextn, 'recorded', recorded, 'o:' .. n, ARGV[2] .. '|' .. ARGV[1])
+-- Lua turns a number into text with sprintf: each is turned once, and
+-- not at all where the text is at hand.
+local ns = tostring(n)
+local nexts = ns
+if nextn ~= n then
+  nexts = tostring(nextn)
 end
+local recs = '0'
+if recorded ~= 0 then
+  recs = tostring(recorded)
+end
+local opened = ARGV[2] .. '|' .. ARGV[1]
 local token = 0
 if leaseTTL > 0 then
-  token = redis.call('HINCRBY', meta, 'fence', 1)
-  redis.call('SET', lease, token .. '|' .. n, 'PX', leaseTTL)
+  token = fence + 1
+  local ts = tostring(token)
+  redis.call('SET', lease, ts .. '|' .. ns, 'PX', ARGV[6])
+  if key ~= '' then
+    redis.call('HSET', meta, 'next', nexts, 'recorded', recs, 'o:' .. ns, opened, 'fence', ts, 'k:' .. ns, (fresh == 1 and '1' or '0') .. key)
+  else
+    redis.call('HSET', meta, 'next', nexts, 'recorded', recs, 'o:' .. ns, opened, 'fence', ts)
+  end
+elseif key ~= '' then
+  redis.call('HSET', meta, 'next', nexts, 'recorded', recs, 'o:' .. ns, opened, 'k:' .. ns, (fresh == 1 and '1' or '0') .. key)
+else
+  redis.call('HSET', meta, 'next', nexts, 'recorded', recs, 'o:' .. ns, opened)
 end
-redis.call('LTRIM', list, -tonumber(ARGV[4]), -1)
+local history = redis.call('LRANGE', list, 0, -1)
+local maxh = tonumber(ARGV[4])
+if maxh > 0 and #history > maxh then
+  redis.call('LTRIM', list, -maxh, -1)
+  local kept = {}
+  for i = #history - maxh + 1, #history do
+    kept[#kept + 1] = history[i]
+  end
+  history = kept
+end
 redis.call('PEXPIRE', meta, ARGV[3])
-redis.call('PEXPIRE', list, ARGV[3])
+if #history > 0 then
+  redis.call('PEXPIRE', list, ARGV[3])
+end
 local resumed = 0
 if mine then
   resumed = 1
 end
-return {0, n, lost, recorded, redis.call('LRANGE', list, 0, -1), token, fresh, resumed, epoch}
+return {0, n, lost, recorded, history, token, fresh, resumed, epoch}
 `)
 
 // renewScript extends a lease its holder still holds.
@@ -222,63 +256,67 @@ if ARGV[9] ~= '' then
   end
   redis.call('DEL', lease)
 end
-local n = tonumber(ARGV[1])
-local function find(prefix)
-  local recs = redis.call('LRANGE', list, 0, -1)
-  for i = #recs, 1, -1 do
-    if string.sub(recs[i], 1, #prefix) == prefix then
-      return i - 1, recs[i]
-    end
-  end
-  return nil, nil
-end
-local function release(num)
-  local nextn = tonumber(redis.call('HGET', meta, 'next') or '0')
-  if num == nextn then
-    nextn = nextn - 1
-    while nextn > 0 and redis.call('HDEL', meta, 'f:' .. nextn) == 1 do
-      nextn = nextn - 1
-    end
-    redis.call('HSET', meta, 'next', nextn)
-  else
-    redis.call('HSET', meta, 'f:' .. num, '1')
-  end
-end
-local lostPrefix = '{"attempt":' .. n .. ',"lost":true,'
+local n, ns = tonumber(ARGV[1]), ARGV[1]
 local status
-local wasOpen = redis.call('HEXISTS', meta, 'o:' .. n) == 1
-redis.call('HDEL', meta, 'o:' .. n, 'k:' .. n)
-if ARGV[2] == '1' then
-  if wasOpen then
-    redis.call('RPUSH', list, ARGV[4])
-    redis.call('HINCRBY', meta, 'recorded', 1)
-    status = 'recorded'
-  elseif redis.call('HDEL', meta, 'l:' .. n) == 1 then
-    local i = find(lostPrefix)
-    if i then
-      redis.call('LSET', list, i, ARGV[4])
-    end
-    status = 'replaced'
-  elseif find('{"attempt":' .. n .. ',') then
-    status = 'duplicate'
-  else
-    redis.call('RPUSH', list, ARGV[4])
-    redis.call('HINCRBY', meta, 'recorded', 1)
-    redis.call('HDEL', meta, 'f:' .. n)
-    if n > tonumber(redis.call('HGET', meta, 'next') or '0') then
-      redis.call('HSET', meta, 'next', n)
-    end
-    status = 'recorded'
-  end
+-- An attempt's k: field lives only while its o: field does (Begin sets and
+-- removes them together), so the HDEL's count says whether it was open.
+local wasOpen = redis.call('HDEL', meta, 'o:' .. ns, 'k:' .. ns) > 0
+-- length is the list's length once an RPUSH told it.
+local length
+if ARGV[2] == '1' and wasOpen then
+  -- The common case first: the helpers below are made only when needed.
+  length = redis.call('RPUSH', list, ARGV[4])
+  redis.call('HINCRBY', meta, 'recorded', '1')
+  status = 'recorded'
 else
-  if wasOpen then
+  local function find(prefix)
+    local recs = redis.call('LRANGE', list, 0, -1)
+    for i = #recs, 1, -1 do
+      if string.sub(recs[i], 1, #prefix) == prefix then
+        return i - 1, recs[i]
+      end
+    end
+    return nil, nil
+  end
+  local function release(num)
+    local nextn = tonumber(redis.call('HGET', meta, 'next') or '0')
+    if num == nextn then
+      nextn = nextn - 1
+      while nextn > 0 and redis.call('HDEL', meta, 'f:' .. nextn) == 1 do
+        nextn = nextn - 1
+      end
+      redis.call('HSET', meta, 'next', nextn)
+    else
+      redis.call('HSET', meta, 'f:' .. num, '1')
+    end
+  end
+  local lostPrefix = '{"attempt":' .. ns .. ',"lost":true,'
+  if ARGV[2] == '1' then
+    if redis.call('HDEL', meta, 'l:' .. ns) == 1 then
+      local i = find(lostPrefix)
+      if i then
+        redis.call('LSET', list, i, ARGV[4])
+      end
+      status = 'replaced'
+    elseif find('{"attempt":' .. ns .. ',') then
+      status = 'duplicate'
+    else
+      length = redis.call('RPUSH', list, ARGV[4])
+      redis.call('HINCRBY', meta, 'recorded', '1')
+      redis.call('HDEL', meta, 'f:' .. ns)
+      if n > tonumber(redis.call('HGET', meta, 'next') or '0') then
+        redis.call('HSET', meta, 'next', ns)
+      end
+      status = 'recorded'
+    end
+  elseif wasOpen then
     release(n)
     status = 'released'
-  elseif redis.call('HDEL', meta, 'l:' .. n) == 1 then
+  elseif redis.call('HDEL', meta, 'l:' .. ns) == 1 then
     local i, rec = find(lostPrefix)
     if i then
       redis.call('LREM', list, 1, rec)
-      redis.call('HINCRBY', meta, 'recorded', -1)
+      redis.call('HINCRBY', meta, 'recorded', '-1')
       release(n)
       status = 'released'
     else
@@ -291,7 +329,10 @@ end
 if ARGV[3] == '1' then
   redis.call('HSET', meta, 'done', ARGV[5], 'done_at', ARGV[6])
 end
-redis.call('LTRIM', list, -tonumber(ARGV[8]), -1)
+local maxh = tonumber(ARGV[8])
+if length == nil or (maxh > 0 and length > maxh) then
+  redis.call('LTRIM', list, -maxh, -1)
+end
 redis.call('PEXPIRE', meta, ARGV[7])
 redis.call('PEXPIRE', list, ARGV[7])
 return status
