@@ -38,8 +38,10 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkTracingRatio$$' -benchtime=3x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkRedeliveryLateness$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSlowInFlight$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkSlowInFlightSteady$$' -benchtime=1x -count=2 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSlotCeiling$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 30m ./consumers/ledger/ ./schemas/
+	$(GO) test -run='^$$' -bench=. -skip='^BenchmarkLedgerScriptInstructions$$' -benchmem -count=1 -timeout 30m ./consumers/ledger/ ./schemas/
+	$(GO) test -run='^$$' -bench='^BenchmarkLedgerScriptInstructions$$' -benchtime=2000x -count=1 -timeout 30m ./consumers/ledger/
 	$(GO) test -run='^$$' -bench='^BenchmarkScaleOut$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkFailover$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkSubmitAwait$$' -benchtime=300x -count=3 -timeout 30m ./consumers/client/
