@@ -8,6 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats-server/v2/server/sysmem"
 )
 
 // startEmbeddedNATS runs an in-process nats-server with JetStream storing
@@ -28,7 +29,8 @@ func startEmbeddedNATS(dir, listen string) (*server.Server, error) {
 		ServerName: "personaq-dev", Host: host, Port: port, JetStream: true, StoreDir: dir,
 		NoLog: true, NoSigs: true,
 		// A dev server must not lose acknowledged writes (sync_interval: always).
-		SyncAlways: true,
+		SyncAlways:         true,
+		JetStreamMaxMemory: embeddedMaxMemory(sysmem.Memory()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
@@ -49,4 +51,18 @@ func startEmbeddedRedis() (*miniredis.Miniredis, error) {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
 	return m, nil
+}
+
+// embeddedMaxMemory is the JetStream memory limit of the embedded server:
+// three quarters of the machine's memory (mem bytes), what a nats-server
+// of its own takes by default, or 0 (the server's default) when mem is
+// unknown. Left to itself, a server in personaq's process would take three
+// quarters of GOMEMLIMIT instead, which is meant for personaq's heap: with
+// GOMEMLIMIT=200MiB that is 150 MiB, less than the live output stream
+// reserves (256 MiB), and personaq could not start.
+func embeddedMaxMemory(mem int64) int64 {
+	if mem <= 0 {
+		return 0
+	}
+	return mem / 4 * 3
 }

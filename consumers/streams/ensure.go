@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,26 +24,53 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, cfg)
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return wrap(cfg.Name, err)
+			return wrap(cfg, err)
 		}
 		// Another replica created it meanwhile: compare with theirs.
 		s, err = js.Stream(ctx, cfg.Name)
 	}
 	if err != nil {
-		return wrap(cfg.Name, err)
+		return wrap(cfg, err)
 	}
 	if covers(s.CachedInfo().Config, cfg) {
 		return nil
 	}
 	_, err = js.UpdateStream(ctx, cfg)
-	return wrap(cfg.Name, err)
+	return wrap(cfg, err)
 }
 
-func wrap(name string, err error) error {
+// ErrNoRoom is what Ensure's error matches (errors.Is) when the server's
+// JetStream limits cannot hold the stream: its max_memory (memory storage)
+// or max_file (file storage) is smaller than what the streams' max_bytes
+// together reserve.
+var ErrNoRoom = errors.New("the JetStream server has no room for the stream")
+
+// The JetStream API's error codes for a stream that does not fit
+// (nats-server's JSInsufficientResourcesErr, JSMemoryResourcesExceededErr
+// and JSStorageResourcesExceededErr; nats.go names none of them).
+const (
+	codeInsufficientResources jetstream.ErrorCode = 10023
+	codeMemoryExceeded        jetstream.ErrorCode = 10028
+	codeStorageExceeded       jetstream.ErrorCode = 10047
+)
+
+func wrap(cfg jetstream.StreamConfig, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("provision stream %s: %w", name, err)
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case codeInsufficientResources, codeMemoryExceeded, codeStorageExceeded:
+			limit := "max_file"
+			if cfg.Storage == jetstream.MemoryStorage {
+				limit = "max_memory"
+			}
+			return fmt.Errorf("provision stream %s (%s storage, max_bytes %d): %w: raise the server's JetStream %s, or lower the stream's max_bytes: %w",
+				cfg.Name, strings.ToLower(cfg.Storage.String()), cfg.MaxBytes, ErrNoRoom, limit, err)
+		}
+	}
+	return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 }
 
 // covers reports whether have already is what want asks for: every field

@@ -2,9 +2,11 @@ package streams_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -67,4 +69,48 @@ func TestEnsureUpdatesOnlyWhatDiffers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "now described", s.CachedInfo().Config.Description)
 	require.Empty(t, updates, "only the change was an update")
+}
+
+// A stream the server's JetStream limits cannot hold fails with an error
+// that says so and names the limit to raise, not only the server's code.
+func TestEnsureSaysWhenTheServerHasNoRoom(t *testing.T) {
+	t.Parallel()
+	opts := &server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(), JetStreamMaxMemory: 1 << 20, JetStreamMaxStore: 1 << 20,
+	}
+	s, err := server.NewServer(opts)
+	require.NoError(t, err)
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	nc, err := nats.Connect(s.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		storage jetstream.StorageType
+		limit   string
+	}{
+		{jetstream.MemoryStorage, "max_memory"},
+		{jetstream.FileStorage, "max_file"},
+	} {
+		name := "ROOM_" + strings.ToUpper(tc.storage.String())
+		err := streams.Ensure(context.Background(), js, jetstream.StreamConfig{
+			Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Storage: tc.storage, MaxBytes: 4 << 20,
+		})
+		require.ErrorIs(t, err, streams.ErrNoRoom, tc.limit)
+		require.ErrorContains(t, err, name)
+		require.ErrorContains(t, err, "raise the server's JetStream "+tc.limit)
+		// The server's own error stays in the chain.
+		var api *jetstream.APIError
+		require.ErrorAs(t, err, &api)
+
+		// What fits is created as before.
+		require.NoError(t, streams.Ensure(context.Background(), js, jetstream.StreamConfig{
+			Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Storage: tc.storage, MaxBytes: 256 << 10,
+		}))
+	}
 }
