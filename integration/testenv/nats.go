@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats-server/v2/server/sysmem"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,6 +36,10 @@ func StartNATS(tb testing.TB) *NATS {
 		NoSigs:    true,
 		// Tests must not lose acknowledged writes on a restart.
 		SyncAlways: true,
+		// From the machine's memory, as personaq dev's embedded server
+		// (and a server of its own) does: not from a GOMEMLIMIT set for
+		// the test process's heap.
+		JetStreamMaxMemory: sysmem.Memory() / 4 * 3,
 	}
 	n := &NATS{opts: opts}
 	n.start(tb)
