@@ -622,10 +622,22 @@ func BenchmarkSlowInFlight(b *testing.B) {
 // server really keep.
 //
 //	go test -run='^$' -bench='^BenchmarkSlowInFlightSteady$' -benchtime=1x ./consumers/
+//
+// FileServerApart is the same with nats-server in a process of its own, as
+// a replica is deployed: peak_rss_MB and rss_delta_MB are then the
+// replica's alone (deployments/CAPACITY.md sizes replicas by it).
 func BenchmarkSlowInFlightSteady(b *testing.B) {
-	e := newBenchEnv(b, false)
-	e.storage = jetstream.FileStorage
-	benchSlow(b, e, 10_000, benchSteadyHold)
+	b.Run("File", func(b *testing.B) {
+		e := newBenchEnv(b, false)
+		e.storage = jetstream.FileStorage
+		benchSlow(b, e, 10_000, benchSteadyHold)
+	})
+	b.Run("FileServerApart", func(b *testing.B) {
+		e := &benchEnv{nats: testenv.StartNATSProcess(b), storage: jetstream.FileStorage}
+		e.js = e.nats.JetStream(b)
+		benchSlow(b, e, 10_000, benchSteadyHold)
+		b.ReportMetric(float64(e.nats.PeakRSS())/benchMB, "server_peak_rss_MB")
+	})
 }
 
 // benchSlow runs b.N rounds of n slow requests, each held hold after the

@@ -79,15 +79,15 @@ type Figures struct {
 // nats-server 2.15.2, redis-server 7.0.15), each rounded up.
 var Measured = Figures{
 	ReplicaCPUPerAttempt: 1200 * time.Microsecond,
-	ReplicaBytesPerSlot:  27 << 10,
+	ReplicaBytesPerSlot:  10 << 10,
 	ReplicaBaseBytes:     64 << 20,
 	SlotEfficiency:       0.72,
 	ClusterRPS:           1800,
 	NATSCPUPerRequest:    1400 * time.Microsecond,
-	RedisCPUPerAttempt:   200 * time.Microsecond,
+	RedisCPUPerAttempt:   100 * time.Microsecond,
 	RedisBytesPerStep:    1300,
 	RequestBytes:         590,
-	RecordBytes:          650,
+	RecordBytes:          700,
 	QuarantineBytes:      1750,
 	EventBytes:           410,
 	IndexBytes:           170,
