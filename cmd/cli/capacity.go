@@ -62,7 +62,7 @@ func writePlan(out io.Writer, p capacity.Plan) error {
 		{"replicas", fmt.Sprintf("%d × %d slots (%.3g cores, %s each)", p.Replicas, p.Workload.Slots, p.ReplicaCores, bytesText(p.ReplicaMemory))},
 		{"JetStream", fmt.Sprintf("%d R3 cluster(s), %.3g cores in all", p.NATSClusters, p.NATSCores)},
 		{"Redis", fmt.Sprintf("%d master(s) + replicas, %.3g cores, %s of ledger", p.RedisMasters, p.RedisCores, bytesText(p.RedisMemory))},
-		{"requests (work queue)", bytesText(s.RequestsBacklog)},
+		{"requests (in flight, acked < 2 s)", bytesText(s.RequestsBacklog)},
 		{"terminal records", fmt.Sprintf("%s (kept %s)", bytesText(s.Outcomes), p.Workload.OutcomesMaxAge)},
 		{"large outputs", bytesText(s.Outputs)},
 		{"quarantine", fmt.Sprintf("%s (%g days)", bytesText(s.Quarantine), p.Workload.QuarantineDays)},

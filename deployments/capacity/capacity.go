@@ -61,7 +61,7 @@ type Figures struct {
 	RedisCPUPerAttempt time.Duration
 	// RedisBytesPerStep is Redis memory per task-step kept.
 	RedisBytesPerStep float64
-	// Stored sizes in bytes: a request on the work queue, a terminal record
+	// Stored sizes in bytes: a stored request, a terminal record
 	// without its output, a quarantine record, an attempt event, a
 	// quarantine index entry.
 	RequestBytes, RecordBytes, QuarantineBytes, EventBytes, IndexBytes float64
@@ -95,6 +95,11 @@ var Measured = Figures{
 	RedisMasterBytes:     16 << 30,
 	Utilisation:          0.7,
 }
+
+// ackedKept is how long the requests stream keeps a request after its
+// ack: the runtime purges each persona's requests every second up to the
+// consumer's ack floor as read a second earlier (consumers/trim.go).
+const ackedKept = 2 * time.Second
 
 // streamReplicas is the copies every stream keeps on an R3 cluster.
 const streamReplicas = 3
@@ -132,7 +137,9 @@ type Plan struct {
 
 // Storage is bytes on the JetStream servers (R3: three copies).
 type Storage struct {
-	// RequestsBacklog is the work queue at steady state: requests in flight.
+	// RequestsBacklog is the requests stream at steady state: the requests
+	// in flight, and those acknowledged within ackedKept (the stream keeps
+	// an acknowledged request until the next purge passes it).
 	RequestsBacklog float64 `json:"requests_backlog_bytes"`
 	// Outcomes are terminal records kept for OutcomesMaxAge; Outputs the
 	// object store's large outputs for as long.
@@ -188,7 +195,7 @@ func (f Figures) storage(w Workload, inFlight float64) Storage {
 	events := (1 + 2*w.RetryRate + w.QuarantineRate) * f.EventBytes
 	perDay := w.RPS * day.Seconds() * streamReplicas
 	return Storage{
-		RequestsBacklog:  inFlight * f.RequestBytes * streamReplicas,
+		RequestsBacklog:  (inFlight + w.RPS*ackedKept.Seconds()) * f.RequestBytes * streamReplicas,
 		Outcomes:         perDay * record * w.OutcomesMaxAge.Seconds() / day.Seconds(),
 		Outputs:          perDay * output * w.OutcomesMaxAge.Seconds() / day.Seconds(),
 		Quarantine:       perDay * quarantine * w.QuarantineDays,

@@ -39,7 +39,8 @@ func TestPlan(t *testing.T) {
 		w    capacity.Workload
 		want func(p *capacity.Plan)
 	}{{
-		// 150 attempts/s × 10 s = 1500 in flight; at 50% slot efficiency
+		// 150 attempts/s × 10 s = 1500 in flight, and 200 requests acked
+		// within the trimmer's 2 s still stored; at 50% slot efficiency
 		// 3000 slots = 30 replicas of 100. Redis keeps 100/s × 1 day of
 		// steps at 1000 B: 8.64 GB, nine masters of 1 GB.
 		name: "ByHand",
@@ -55,7 +56,7 @@ func TestPlan(t *testing.T) {
 			p.NATSClusters, p.NATSCores, p.RedisCores, p.RedisMasters = 6, 6, 0.6, 173
 			p.RedisMemory = 2000 * 86400 * 1000
 			p.Storage = capacity.Storage{
-				RequestsBacklog: 3 * 500 * 3, Outcomes: 2000 * 86400 * 3 * 1000, Quarantine: 2000 * 86400 * 3 * 200,
+				RequestsBacklog: (3 + 2000*2) * 500 * 3, Outcomes: 2000 * 86400 * 3 * 1000, Quarantine: 2000 * 86400 * 3 * 200,
 				AttemptsMemory: 2000 * 86400 * 3 * 840, PerMillionPerDay: 2.04e9,
 			}
 		},
@@ -78,7 +79,7 @@ func TestPlan(t *testing.T) {
 			p.NATSClusters, p.NATSCores, p.RedisCores, p.RedisMasters = 1, 0.00003, 0.000003, 1
 			p.RedisMemory = 0.01 * 3600 * 1000
 			p.Storage = capacity.Storage{
-				RequestsBacklog: 0.15 * 1500, Outcomes: 2592 * 1000, Quarantine: 2592 * 200,
+				RequestsBacklog: (0.15 + 0.01*2) * 1500, Outcomes: 2592 * 1000, Quarantine: 2592 * 200,
 				AttemptsMemory: 2592 * 840, PerMillionPerDay: 2.04e9,
 			}
 		},
@@ -91,7 +92,7 @@ func TestPlan(t *testing.T) {
 				Replicas: 30, ReplicaCores: 0.3 / 30, ReplicaMemory: 1.1e6,
 				NATSClusters: 1, NATSCores: 0.3, RedisMasters: 9, RedisCores: 0.03, RedisMemory: 8.64e9,
 				Storage: capacity.Storage{
-					RequestsBacklog: 2.25e6, Outcomes: 2.592e10, Quarantine: 5.184e9,
+					RequestsBacklog: (1500 + 100*2) * 1500, Outcomes: 2.592e10, Quarantine: 5.184e9,
 					AttemptsMemory: 2.17728e10, PerMillionPerDay: 2.04e9,
 				},
 			}
