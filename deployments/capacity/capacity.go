@@ -98,7 +98,10 @@ var Measured = Figures{
 
 // ackedKept is how long the requests stream keeps a request after its
 // ack: the runtime purges each persona's requests every second up to the
-// consumer's ack floor as read a second earlier (consumers/trim.go).
+// consumer's ack floor as read a second earlier (consumers/trim.go). A
+// request much slower than the others holds the floor back, and the
+// requests acknowledged after it stay until it ends: the model assumes
+// attempts of about the same length.
 const ackedKept = 2 * time.Second
 
 // streamReplicas is the copies every stream keeps on an R3 cluster.
