@@ -228,6 +228,7 @@ func (c *CommandInvoker) start(cmd *exec.Cmd, req *Request) (*supervision, error
 		return nil, cmd.Start()
 	}
 	agent := cmd.Args[1]
+	primed := sup.prime(req.LeaseDeadline)
 	if err := cmd.Start(); err != nil {
 		sup.closeAll()
 		return nil, err
@@ -237,7 +238,7 @@ func (c *CommandInvoker) start(cmd *exec.Cmd, req *Request) (*supervision, error
 		sup.closeAll()
 		return nil, err
 	}
-	sup.feed(req.LeaseDeadline)
+	sup.feed(req.LeaseDeadline, primed)
 	return sup, nil
 }
 

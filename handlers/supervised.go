@@ -90,15 +90,32 @@ func (s *supervision) started(path string) error {
 	return fmt.Errorf("agent supervisor: unexpected status %q", line)
 }
 
+// prime writes the attempt's lease deadline into the control pipe before
+// the supervisor starts (the pipe holds it until read), and returns what
+// it wrote: the agent then never runs without a deadline, even when this
+// replica freezes between starting it and feed's first send.
+func (s *supervision) prime(deadline func() time.Time) time.Time {
+	if deadline == nil {
+		return time.Time{}
+	}
+	d := deadline()
+	if d.IsZero() {
+		return d
+	}
+	if _, err := fmt.Fprintf(s.control, "d %d\n", d.UnixNano()); err != nil {
+		return time.Time{}
+	}
+	return d
+}
+
 // feed passes the attempt's lease deadline on to the supervisor as it
-// moves, until end. deadline nil: no lease (the supervisor then only
-// watches for the replica's death).
-func (s *supervision) feed(deadline func() time.Time) {
+// moves, until end; sent is the deadline prime wrote. deadline nil: no
+// lease (the supervisor then only watches for the replica's death).
+func (s *supervision) feed(deadline func() time.Time, sent time.Time) {
 	if deadline == nil {
 		return
 	}
 	s.stopped.Go(func() {
-		var sent time.Time
 		t := time.NewTicker(feedEvery)
 		defer t.Stop()
 		for {
