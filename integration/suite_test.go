@@ -181,12 +181,16 @@ func (e *env) replica(alias, config string) *containers.Replica {
 	return r
 }
 
-func (e *env) startReplica(alias, config string) (*containers.Replica, error) {
+func (e *env) startReplica(alias, config string, with ...func(*containers.ReplicaOptions)) (*containers.Replica, error) {
 	start := time.Now()
-	r, err := containers.StartReplica(e.ctx, containers.ReplicaOptions{
+	opts := containers.ReplicaOptions{
 		Image: suite.images.Personaq, Network: e.net, Alias: alias, Config: config,
 		StopTimeout: 20 * time.Second, Probes: true,
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	r, err := containers.StartReplica(e.ctx, opts)
 	if r != nil {
 		e.mu.Lock()
 		e.replicas[alias] = r

@@ -28,6 +28,7 @@ const apiTokenEnv = "PERSONAQ_API_TOKEN"
 
 type apiFlags struct {
 	listen, config, tlsCert, tlsKey string
+	memRatio                        float64
 }
 
 func newAPICmd(g *globals) *cobra.Command {
@@ -51,6 +52,7 @@ scopes (submit, read, cancel, admin). Tokens are never logged.`,
 	fl.StringVarP(&f.config, "config", "c", "", "configuration file: nats, topology and api sections (see deployments/personaq.yaml)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (with --tls-key)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	memoryLimitFlag(fl, &f.memRatio)
 	return cmd
 }
 
@@ -59,6 +61,11 @@ func runAPI(cmd *cobra.Command, g *globals, f apiFlags) error {
 	if err != nil {
 		return err
 	}
+	restoreMemoryLimit, err := applyMemoryLimit(log, f.memRatio)
+	if err != nil {
+		return err
+	}
+	defer restoreMemoryLimit()
 	var cfg *config.File
 	if f.config != "" {
 		if cfg, err = config.Load(f.config, os.LookupEnv); err != nil {

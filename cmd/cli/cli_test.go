@@ -61,6 +61,9 @@ func TestBadFlagsFailFastNamingTheFlag(t *testing.T) {
 		"Persona":    {[]string{"publish", "--persona", "bad.persona", "--task", "t"}, "persona"},
 		"TimeScale":  {[]string{"dev", "--time-scale", "0"}, "--time-scale"},
 		"ConfigFile": {[]string{"config", "check", "/nonexistent/personaq.yaml"}, "personaq.yaml"},
+		// Before the configuration file is read: this one does not exist.
+		"ServeMemoryLimitRatio": {[]string{"serve", "--config", "/nonexistent/personaq.yaml", "--memory-limit-ratio", "1.5"}, "invalid flag --memory-limit-ratio: 1.5"},
+		"APIMemoryLimitRatio":   {[]string{"api", "--memory-limit-ratio", "-0.1"}, "invalid flag --memory-limit-ratio: -0.1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -24,11 +24,15 @@ func init() { register(newServeCmd) }
 
 func newServeCmd(g *globals) *cobra.Command {
 	var path, metricsAddr string
+	var memRatio float64
 	cmd := &cobra.Command{
 		Use:   "serve --config FILE",
 		Short: "Run one consumer replica (run several to scale; they share the work)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkMemoryLimitRatio(memRatio); err != nil {
+				return err
+			}
 			cfg, err := config.Load(path, os.LookupEnv)
 			if err != nil {
 				return err
@@ -36,19 +40,25 @@ func newServeCmd(g *globals) *cobra.Command {
 			if err := cfg.CheckInvokers(); err != nil {
 				return err // before any connection: a persona that could never run
 			}
-			return runServe(cmd, g, cfg, newMetricsEndpoint(metricsAddr))
+			return runServe(cmd, g, cfg, newMetricsEndpoint(metricsAddr), memRatio)
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "personaq.yaml", "configuration file (see deployments/personaq.yaml)")
 	metricsFlag(cmd.Flags(), &metricsAddr)
+	memoryLimitFlag(cmd.Flags(), &memRatio)
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpoint) error {
+func runServe(cmd *cobra.Command, g *globals, cfg *config.File, mx *metricsEndpoint, memRatio float64) error {
 	log, err := g.logger()
 	if err != nil {
 		return err
 	}
+	restoreMemoryLimit, err := applyMemoryLimit(log, memRatio)
+	if err != nil {
+		return err
+	}
+	defer restoreMemoryLimit()
 	ctx := cmd.Context()
 	led, client, closeLedger, err := serveLedger(ctx, cmd, g, cfg)
 	if err != nil {

@@ -43,6 +43,9 @@ type ReplicaOptions struct {
 	// ReadyTimeout bounds the wait for ReplicaReadyLine after each start.
 	// Default: 60s.
 	ReadyTimeout time.Duration
+	// Memory is the container's memory limit in bytes (its cgroup's), which
+	// serve sets the Go memory limit from. Default: none.
+	Memory int64
 	// Probes runs serve with --metrics-addr :9090 and publishes that port
 	// on 127.0.0.1 (see ProbeURL): /metrics, /healthz, /readyz. Default: off.
 	Probes bool
@@ -108,6 +111,9 @@ func StartReplica(ctx context.Context, opts ReplicaOptions) (*Replica, error) {
 			HostConfigModifier: func(hc *container.HostConfig) {
 				// The network's servers by name, without DNS (see Network).
 				hc.ExtraHosts = append(append(hc.ExtraHosts, opts.Network.Hosts()...), opts.ExtraHosts...)
+				if opts.Memory > 0 {
+					hc.Memory, hc.MemorySwap = opts.Memory, opts.Memory // no swap: the limit is the memory's
+				}
 				if opts.Probes {
 					// A new host port on every start: read ProbeURL again.
 					bindLoopback(map[string]string{probePort: ""})(hc)
