@@ -72,7 +72,7 @@ func TestMain(m *testing.M) {
 // env is one test's cluster: a network, NATS, Redis, replicas, and the
 // host-side clients that publish and observe.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	net   *containers.Network
 	nats  *containers.NATS
@@ -90,7 +90,7 @@ type env struct {
 
 // newEnv starts a network, NATS and Redis for t and removes everything
 // when t ends. With no Docker engine it skips t.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	if suite.skip != "" {
 		t.Skip(suite.skip)

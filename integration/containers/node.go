@@ -2,6 +2,7 @@ package containers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
@@ -235,4 +237,48 @@ func removeVolume(ctx context.Context, name string) {
 	if cli, err := docker(ctx); err == nil {
 		_, _ = cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true})
 	}
+}
+
+// Memory is what the container's memory cgroup reports, from the engine's
+// stats: Usage (with the page cache), its peak MaxUsage (cgroup v1 only; 0
+// on v2), and Anon, the processes' own memory (rss on v1, anon on v2), the
+// figure comparable to a process's RSS. CPU is the CPU time its
+// processes have used since it started.
+type Memory struct {
+	Usage, MaxUsage, Anon uint64
+	CPU                   time.Duration
+}
+
+// Memory reads the container's memory figures once.
+func (n *Node) Memory(ctx context.Context) (Memory, error) {
+	cli, err := docker(ctx)
+	if err != nil {
+		return Memory{}, err
+	}
+	res, err := cli.ContainerStats(ctx, n.ID(), client.ContainerStatsOptions{})
+	if err != nil {
+		return Memory{}, fmt.Errorf("stats of %s: %w", n.alias, err)
+	}
+	defer res.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		return Memory{}, fmt.Errorf("stats of %s: %w", n.alias, err)
+	}
+	m := st.MemoryStats
+	anon, ok := m.Stats["rss"]
+	if !ok {
+		anon = m.Stats["anon"]
+	}
+	cpu := time.Duration(st.CPUStats.CPUUsage.TotalUsage) // nanoseconds
+	return Memory{Usage: m.Usage, MaxUsage: m.MaxUsage, Anon: anon, CPU: cpu}, nil
+}
+
+// OOMKilled reports whether the kernel killed the container's process for
+// going over its memory limit.
+func (n *Node) OOMKilled(ctx context.Context) (bool, error) {
+	st, err := n.ctr.State(ctx)
+	if err != nil {
+		return false, fmt.Errorf("state of %s: %w", n.alias, err)
+	}
+	return st.OOMKilled, nil
 }

@@ -46,6 +46,8 @@ type ReplicaOptions struct {
 	// Memory is the container's memory limit in bytes (its cgroup's), which
 	// serve sets the Go memory limit from. Default: none.
 	Memory int64
+	// Args are added to `personaq serve --config FILE`. Default: none.
+	Args []string
 	// Probes runs serve with --metrics-addr :9090 and publishes that port
 	// on 127.0.0.1 (see ProbeURL): /metrics, /healthz, /readyz. Default: off.
 	Probes bool
@@ -89,7 +91,7 @@ func StartReplica(ctx context.Context, opts ReplicaOptions) (*Replica, error) {
 		r.stopTimeout = DefaultStopTimeout
 	}
 	stopSecs := int(r.stopTimeout.Seconds())
-	cmd := []string{"serve", "--config", ReplicaConfigPath}
+	cmd := append([]string{"serve", "--config", ReplicaConfigPath}, opts.Args...)
 	var exposed []string
 	if opts.Probes {
 		cmd = append(cmd, "--metrics-addr", ":9090")
