@@ -8,7 +8,7 @@ PEERS_FLAGS ?=
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
 
-.PHONY: help build test lint bench bench-peers fuzz images integration tools clean screenshots docs
+.PHONY: help build test lint bench bench-containers bench-peers fuzz images integration tools clean screenshots docs
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkLongPolls10k$$' -benchtime=1x -count=1 -timeout 30m ./cmd/api/
 	$(GO) test -run='^$$' -bench='^BenchmarkLiveOutput$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkPipelineFsyncs$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
+
+bench-containers: images ## benchmarks on real containers behind BENCHMARKS.md (needs Docker; ~8 min)
+	$(GO) test -tags integration -run='^$$' -bench='^BenchmarkReplicaSlowInFlightContainer$$' -benchtime=1x -count=2 -timeout 25m ./integration/
 
 bench-peers: ## asynq and River versus personaq (needs redis-server, postgresql; ~10 min; BENCHMARKS.md)
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { echo "bench-peers: redis-server not found: apt-get install redis-server"; exit 1; }
