@@ -492,21 +492,6 @@ func (e *faultEnv) consumerLeader(persona string) string {
 	return info.Cluster.Leader
 }
 
-// streamLeader names the server leading stream ("" while none does).
-func (e *faultEnv) streamLeader(stream string) string {
-	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
-	defer cancel()
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		return ""
-	}
-	info, err := s.Info(ctx)
-	if err != nil || info.Cluster == nil {
-		return ""
-	}
-	return info.Cluster.Leader
-}
-
 // provision creates the streams (R = the number of nodes) before any
 // replica starts, as `personaq streams init` does.
 func (e *faultEnv) provision() {
