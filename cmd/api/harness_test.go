@@ -81,6 +81,11 @@ func demoPersonas() []consumers.Persona {
 	return out
 }
 
+// stillRunning is the policy_overrides of a slowpoke request a test needs
+// running for its whole length: one attempt of 2 minutes, where the scaled
+// policy's would all have ended in about 2.5 s.
+var stillRunning = map[string]any{"attempt_timeout_ms": 120_000, "max_attempts": 1}
+
 func scaled(p retry.Policy) retry.Policy {
 	p = p.WithDefaults()
 	p.AttemptTimeout = 600 * time.Millisecond

@@ -38,8 +38,7 @@ func TestServerConformsToOpenAPI(t *testing.T) {
 	// Still running when it is cancelled, however long the calls before take:
 	// under the scaled policy (600 ms attempts) it had ended on a loaded
 	// machine and its cancel answered 409.
-	e.submit(map[string]any{"persona": "slowpoke", "task_id": "oas", "request_id": "oas-slow",
-		"policy_overrides": map[string]any{"attempt_timeout_ms": 120_000, "max_attempts": 1}})
+	e.submit(map[string]any{"persona": "slowpoke", "task_id": "oas", "request_id": "oas-slow", "policy_overrides": stillRunning})
 	for _, id := range []string{"oas-ok", "oas-blocked", "oas-big"} {
 		e.awaitTerminal(id)
 	}

@@ -98,7 +98,7 @@ func TestEventsResumeWithoutLossOrRepeat(t *testing.T) {
 func TestEventsKeepAlive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	st := e.submit(map[string]any{"persona": "slowpoke", "task_id": "t-ka"})
+	st := e.submit(map[string]any{"persona": "slowpoke", "task_id": "t-ka", "policy_overrides": stillRunning})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.http.URL+"/v1/requests/"+st["request_id"].(string)+"/events", nil)

@@ -124,7 +124,9 @@ func TestLongPoll(t *testing.T) {
 		require.Equal(t, "application/json", out.header.Get("Content-Type"))
 	})
 	t.Run("ReturnsAtWaitEnd", func(t *testing.T) {
-		st := e.submit(map[string]any{"persona": "slowpoke", "task_id": "t-lp"})
+		// Still running when the wait ends, however loaded the machine: under
+		// the scaled policy (600 ms attempts) it could end first.
+		st := e.submit(map[string]any{"persona": "slowpoke", "task_id": "t-lp", "policy_overrides": stillRunning})
 		t0 := time.Now()
 		r := e.do("GET", "/v1/requests/"+st["request_id"].(string)+"?wait=1", allToken, nil)
 		require.Equal(t, http.StatusOK, r.code)
