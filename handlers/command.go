@@ -227,18 +227,9 @@ func (c *CommandInvoker) start(cmd *exec.Cmd, req *Request) (*supervision, error
 		dieWithReplica(cmd.SysProcAttr)
 		return nil, cmd.Start()
 	}
-	agent := cmd.Args[1]
-	primed := sup.prime(req.LeaseDeadline)
-	if err := cmd.Start(); err != nil {
-		sup.closeAll()
+	if err := sup.launch(cmd, cmd.Args[1], req.LeaseDeadline); err != nil {
 		return nil, err
 	}
-	if err := sup.started(agent); err != nil {
-		_ = cmd.Wait()
-		sup.closeAll()
-		return nil, err
-	}
-	sup.feed(req.LeaseDeadline, primed)
 	return sup, nil
 }
 

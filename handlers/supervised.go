@@ -90,6 +90,28 @@ func (s *supervision) started(path string) error {
 	return fmt.Errorf("agent supervisor: unexpected status %q", line)
 }
 
+// launch starts cmd, the supervisor, and returns once the agent runs (or
+// why it could not start). The lease deadline is written before the
+// supervisor starts (prime) and fed from then on, not from the agent's
+// start: on a loaded machine, starting the supervisor and the agent can
+// outlast the primed deadline, and the renewals made meanwhile must be in
+// the control pipe when the supervisor first reads it.
+func (s *supervision) launch(cmd *exec.Cmd, agent string, deadline func() time.Time) error {
+	primed := s.prime(deadline)
+	if err := cmd.Start(); err != nil {
+		s.closeAll()
+		return err
+	}
+	s.feed(deadline, primed)
+	if err := s.started(agent); err != nil {
+		s.end()
+		_ = cmd.Wait()
+		s.closeAll()
+		return err
+	}
+	return nil
+}
+
 // prime writes the attempt's lease deadline into the control pipe before
 // the supervisor starts (the pipe holds it until read), and returns what
 // it wrote: the agent then never runs without a deadline, even when this

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -105,25 +106,46 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// readControl passes on each deadline line; it closes gone at EOF.
-func readControl(ctl *os.File, deadlines chan time.Time, gone chan<- struct{}) {
+// readControl passes on the latest deadline of the lines that have
+// arrived; it closes gone at EOF. Lines read together are one update: the
+// first read takes the primed deadline with the renewals written while
+// this supervisor started, and acting on the primed one alone could stop
+// the agent at a deadline already renewed.
+func readControl(ctl io.Reader, deadlines chan time.Time, gone chan<- struct{}) {
 	defer close(gone)
-	sc := bufio.NewScanner(ctl)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 || f[0] != "d" {
-			continue
-		}
-		ns, err := strconv.ParseInt(f[1], 10, 64)
+	r := bufio.NewReader(ctl)
+	var latest time.Time
+	for {
+		line, err := r.ReadString('\n')
 		if err != nil {
-			continue
+			return
+		}
+		if d, ok := parseDeadline(line); ok {
+			latest = d
+		}
+		if latest.IsZero() || r.Buffered() > 0 {
+			continue // a later line has arrived with this one
 		}
 		select { // only the latest deadline matters
 		case <-deadlines:
 		default:
 		}
-		deadlines <- time.Unix(0, ns)
+		deadlines <- latest
+		latest = time.Time{}
 	}
+}
+
+// parseDeadline reads a control line, "d <unix ns>".
+func parseDeadline(line string) (time.Time, bool) {
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "d" {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
 }
 
 // exitAs exits the way the agent did: its code, or its signal re-raised.
