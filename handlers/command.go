@@ -38,7 +38,11 @@ const maxProgressLine = 4 << 10
 // DefaultExitCodes returns the exit code classes used for codes that
 // CommandConfig.ExitCodes does not name, after sysexits.h: EX_DATAERR (65)
 // is a validation failure, EX_UNAVAILABLE (69) a network failure,
-// EX_TEMPFAIL (75) retryable. A code in neither map is terminal, unless
+// EX_TEMPFAIL (75) retryable. 137 and 143 are retryable too: a shell
+// reports a child killed by SIGKILL (the OOM killer) or SIGTERM as 128 plus
+// the signal, and an agent behind a wrapper script (or one that traps
+// SIGTERM to clean up) was killed from outside as surely as one the signal
+// ended itself. A code in neither map is terminal, unless
 // the program reported progress before it exited: a session that ran and
 // then failed (wrong output, tests failed) is adaptive-retry material and
 // is retried. Name a code terminal in CommandConfig.ExitCodes to make it
@@ -49,8 +53,14 @@ func DefaultExitCodes() map[int]retry.Class {
 		65: retry.ClassValidation,
 		69: retry.ClassNetwork,
 		75: retry.ClassRetryable,
+		exitSignaled + int(syscall.SIGKILL): retry.ClassRetryable,
+		exitSignaled + int(syscall.SIGTERM): retry.ClassRetryable,
 	}
 }
+
+// exitSignaled is what a shell adds to a signal's number to report the
+// child it ended as an exit code.
+const exitSignaled = 128
 
 // CommandConfig configures a CommandInvoker.
 type CommandConfig struct {

@@ -60,6 +60,14 @@ func TestCommandInvokerExitCodes(t *testing.T) {
 			class: retry.ClassValidation, feedback: "persona command sh: exit status 65", text: "persona command sh: exit status 65"},
 		{name: "KilledBySignal", script: "kill -KILL $$", class: retry.ClassRetryable,
 			text: "persona command sh: terminated by signal 9 (killed)"},
+		// A wrapper script reports its child's death by a signal as 128 +
+		// the signal; so does an agent that traps SIGTERM to clean up.
+		{name: "ChildKilledBySIGKILL", script: "sh -c 'kill -KILL $$'", class: retry.ClassRetryable,
+			text: "persona command sh: exit status 137: Killed"},
+		{name: "TrappedSIGTERM", script: "trap 'exit 143' TERM; kill -TERM $$; sleep 5", class: retry.ClassRetryable,
+			text: "persona command sh: exit status 143"},
+		{name: "SignalCodesConfigurable", script: "exit 137", codes: map[int]retry.Class{137: retry.ClassTerminal},
+			class: retry.ClassTerminal, text: "persona command sh: exit status 137"},
 		// A session that ran, reported progress and failed (wrong output,
 		// tests failed) is adaptive-retry material, not terminal...
 		{name: "FailedAfterProgressIsRetried", script: `echo '{"progress":{"completed":5,"total":9}}'; echo 'tests failed' >&2; exit 1`,

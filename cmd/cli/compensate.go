@@ -123,8 +123,9 @@ func newCompensateSweepCmd(g *globals) *cobra.Command {
 --handler KIND=COMMAND runs COMMAND (split on spaces) with the target as its last
 argument, and PERSONAQ_SAGA_ID, PERSONAQ_COMPENSATION_KIND, PERSONAQ_TARGET,
 PERSONAQ_REQUEST_ID and PERSONAQ_TASK_ID in its environment. Exit 0 is success;
-75 (EX_TEMPFAIL) and 69 (EX_UNAVAILABLE) are retried under the policy (default: 2
-attempts); any other code fails for good. The end of stderr is the error text.
+75 (EX_TEMPFAIL), 69 (EX_UNAVAILABLE), and 137 and 143 (a child killed by SIGKILL or
+SIGTERM, as a shell reports it) are retried under the policy (default: 2 attempts);
+any other code fails for good. The end of stderr is the error text.
 
 A failed attempt is retried when the broker redelivers its request after the retry
 policy's delay; the sweep waits for scheduled retries up to --max-wait, then lists

@@ -286,7 +286,7 @@ type InvokerConfig struct {
 	Dir string `yaml:"dir,omitempty"`
 	// command: exit code → class (succeeded, retryable, timeout, network,
 	// validation, terminal), on top of 0 succeeded, 65 validation, 69
-	// network, 75 retryable; any other code is terminal.
+	// network, 75, 137 and 143 retryable; any other code is terminal.
 	ExitCodes map[string]string `yaml:"exit_codes,omitempty"`
 	// command: bytes of stderr kept as the error text. Default: 4096.
 	StderrTail int `yaml:"stderr_tail,omitempty"`
