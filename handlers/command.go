@@ -49,18 +49,14 @@ const maxProgressLine = 4 << 10
 // terminal even then.
 func DefaultExitCodes() map[int]retry.Class {
 	return map[int]retry.Class{
-		0:  retry.ClassSucceeded,
-		65: retry.ClassValidation,
-		69: retry.ClassNetwork,
-		75: retry.ClassRetryable,
-		exitSignaled + int(syscall.SIGKILL): retry.ClassRetryable,
-		exitSignaled + int(syscall.SIGTERM): retry.ClassRetryable,
+		0:   retry.ClassSucceeded,
+		65:  retry.ClassValidation,
+		69:  retry.ClassNetwork,
+		75:  retry.ClassRetryable,
+		137: retry.ClassRetryable, // 128 + SIGKILL
+		143: retry.ClassRetryable, // 128 + SIGTERM
 	}
 }
-
-// exitSignaled is what a shell adds to a signal's number to report the
-// child it ended as an exit code.
-const exitSignaled = 128
 
 // CommandConfig configures a CommandInvoker.
 type CommandConfig struct {
