@@ -172,18 +172,25 @@ func (r *Runtime) callBegin(ctx context.Context, st *attemptState) (ledger.Begun
 }
 
 // beginKey is the idempotency key of d's Begin calls: this Runtime's
-// random prefix, the message's stream sequence and its delivery count, so
-// unique to one delivery. A delivery asks Begin again only when it got no
-// answer (awaitLedger) or found the step busy (outwait); when the
-// unanswered call did open an attempt (Redis ran the script, then shut
-// down before replying), the next call takes that attempt over: it never
-// reached the handler, so it is not recorded as lost.
+// random prefix, the message's stream sequence, its delivery count and
+// when this Runtime received it, so unique to one delivery. A delivery
+// asks Begin again only when it got no answer (awaitLedger) or found the
+// step busy (outwait); when the unanswered call did open an attempt (Redis
+// ran the script, then shut down before replying), the next call takes
+// that attempt over: it never reached the handler, so it is not recorded
+// as lost. The receipt time is there because the delivery count alone
+// repeats: a nats-server killed and restarted on its store can deliver a
+// message again under a count it had already used (its consumer state is
+// flushed periodically), and a redelivery with its predecessor's key would
+// take over an attempt that did run and is still settling, and run it again.
 func (r *Runtime) beginKey(d *transport.Delivery) string {
-	b := make([]byte, 0, len(r.beginKeys)+24)
+	b := make([]byte, 0, len(r.beginKeys)+48)
 	b = append(b, r.beginKeys...)
 	b = strconv.AppendUint(b, d.Sequence, 10)
 	b = append(b, '.')
 	b = strconv.AppendUint(b, d.Delivered, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, d.Received.UnixNano(), 36)
 	return string(b)
 }
 
