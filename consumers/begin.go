@@ -25,8 +25,13 @@ import (
 // A ledger that cannot be reached holds the delivery until it can
 // (awaitLedger): a Redis outage burns no attempt and no delivery.
 func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
-	if end, done := r.endedEarlier(ctx, st); done {
-		return end, true
+	// The successor of a delivery this replica retried skips the lookups
+	// (ownRetries says why), unless the ledger turns out to know nothing.
+	own := r.ledger != nil && st.delivery.Delivered > 1 && r.retried.take(st.delivery, r.now())
+	if !own {
+		if end, done := r.endedEarlier(ctx, st); done {
+			return end, true
+		}
 	}
 	if r.ledger == nil {
 		st.attempt.Number = int(st.delivery.Delivered)
@@ -36,11 +41,8 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 	if done {
 		return end, true
 	}
-	if begun.Fresh && st.delivery.Delivered < 2 && r.wipedSince(st.delivery) {
-		if end, done := r.settledByRecord(ctx, st); done {
-			r.finishUncounted(st, begun.Attempt) // completed work is not rerun after a wipe
-			return end, true
-		}
+	if end, done := r.endedUnknown(ctx, st, begun, own); done {
+		return end, true
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
 	if late, ok := lateness(*st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
@@ -68,6 +70,28 @@ func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, b
 		return end, true
 	}
 	return r.quarantinedBefore(ctx, st)
+}
+
+// endedUnknown catches what the ledger cannot tell a delivery because it
+// lost the step (Fresh: wiped): a first delivery of a message older than
+// the ledger's data, or a delivery that skipped endedEarlier's lookups, is
+// settled by its records when it has them; the attempt Begin claimed is
+// given back (completed work is not rerun after a wipe).
+func (r *Runtime) endedUnknown(ctx context.Context, st *attemptState, begun ledger.Begun, own bool) (ending, bool) {
+	var end ending
+	var done bool
+	switch {
+	case !begun.Fresh:
+		return ending{}, false
+	case own:
+		end, done = r.endedEarlier(ctx, st)
+	case st.delivery.Delivered < 2 && r.wipedSince(st.delivery):
+		end, done = r.settledByRecord(ctx, st)
+	}
+	if done {
+		r.finishUncounted(st, begun.Attempt)
+	}
+	return end, done
 }
 
 // holdLease starts renewing the attempt's lease; cancel ends the attempt's

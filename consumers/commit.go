@@ -206,7 +206,7 @@ func (r *Runtime) settle(st *attemptState, end *ending) {
 	case settledTerm:
 		err = d.Term(string(end.final.Reason))
 	case settledRetry:
-		err = d.RetryAfter(end.delay)
+		err = r.retryAfter(st, end.delay)
 	case settledRelease:
 		err = d.Release(end.delay)
 	default:
@@ -218,6 +218,35 @@ func (r *Runtime) settle(st *attemptState, end *ending) {
 	if err != nil {
 		st.log.Debug().Err(err).Msg("settle not confirmed") // the transport logged why
 	}
+}
+
+// retryAfter gives the message back for its next attempt: after what is
+// left of delay once the attempt's records are stored, since the delay runs
+// from the attempt's end (waitLeft). A retry this replica serves itself is
+// remembered, so its next delivery, if it comes back here, starts without
+// a redelivery's lookups (ownRetries).
+func (r *Runtime) retryAfter(st *attemptState, delay time.Duration) error {
+	if st.invoked {
+		delay = waitLeft(delay, st.attempt.At.Add(st.attempt.Duration), r.now())
+	}
+	err := st.delivery.RetryAfter(delay)
+	if err == nil && r.ledger != nil && delay <= holdUnder {
+		r.retried.note(st.delivery, delay, r.now())
+	}
+	return err
+}
+
+// waitLeft is what remains of a retry's delay at now for an attempt that
+// ended at ended: the schedule's backoff (and a provider's Retry-After) is
+// the time between one attempt's end and the next one's start, as the
+// redelivery lateness metric measures it, so the time its ending took to be
+// recorded (the ledger, the attempt's event; milliseconds, more under a
+// burst of failures) is not added to it.
+func waitLeft(delay time.Duration, ended, now time.Time) time.Duration {
+	if ended.IsZero() {
+		return delay
+	}
+	return min(max(delay-now.Sub(ended), 0), delay)
 }
 
 // settleOp is the settle the ending makes: by its terminal record when it

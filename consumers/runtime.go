@@ -153,7 +153,10 @@ type Runtime struct {
 	leases   *leaseKeeper
 	cancels  *cancelWatch
 	attempts attemptGroup // one per handler running apart (invokeApart)
-	tracer   trace.Tracer
+	// retried: the deliveries this replica gave back for a retry it holds
+	// itself, whose successors skip a redelivery's lookups (ownretry.go).
+	retried ownRetries
+	tracer  trace.Tracer
 	// replicaID names this replica in the shared circuit states.
 	replicaID string
 	// beginKeys is random and this Runtime's own: the prefix of its Begin

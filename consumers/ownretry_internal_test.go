@@ -1,0 +1,197 @@
+package consumers
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/consumers/ledger"
+	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/retry"
+	"github.com/personaq/personaq/schemas"
+)
+
+// A retry's delay runs from the attempt's end, not from when its ending was
+// recorded: what the recording took is taken off, never more than the delay.
+func TestWaitLeft(t *testing.T) {
+	t.Parallel()
+	ended := stageNow
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+		ended time.Time
+		now   time.Time
+		want  time.Duration
+	}{
+		{"recorded at once", time.Second, ended, ended, time.Second},
+		{"recording took 40ms", time.Second, ended, ended.Add(40 * time.Millisecond), 960 * time.Millisecond},
+		{"recording outlasted the delay", 30 * time.Millisecond, ended, ended.Add(40 * time.Millisecond), 0},
+		{"no delay", 0, ended, ended.Add(time.Millisecond), 0},
+		{"a clock stepped back", time.Second, ended, ended.Add(-time.Second), time.Second},
+		{"no end known", time.Second, time.Time{}, ended, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.want, waitLeft(c.delay, c.ended, c.now))
+		})
+	}
+}
+
+func TestOwnRetries(t *testing.T) {
+	t.Parallel()
+	d := func(seq, delivered uint64) *transport.Delivery {
+		return &transport.Delivery{Stream: "S", Sequence: seq, Delivered: delivered}
+	}
+	t.Run("TheNextDeliveryIsTakenOnce", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow)
+		require.True(t, o.take(d(7, 2), stageNow.Add(time.Second)))
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second)), "taken once")
+	})
+	t.Run("AnotherDeliveryCountIsNot", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(7, 3), stageNow), "a delivery went elsewhere in between")
+		require.False(t, o.take(d(7, 2), stageNow), "forgotten by the first take")
+	})
+	t.Run("AnotherMessageOrStreamIsNot", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(8, 2), stageNow))
+		require.False(t, o.take(&transport.Delivery{Stream: "T", Sequence: 7, Delivered: 2}, stageNow))
+		require.True(t, o.take(d(7, 2), stageNow))
+	})
+	t.Run("LateIsNot", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second+ownRetryGrace)))
+	})
+	t.Run("ExpiredAreSwept", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow)
+		o.note(d(8, 1), time.Second, stageNow.Add(2*ownRetryGrace))
+		require.Len(t, o.m, 1)
+	})
+	t.Run("Bounded", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		for i := range ownRetriesMax + 10 {
+			o.note(d(uint64(i+1), 1), time.Second, stageNow)
+		}
+		require.Len(t, o.m, ownRetriesMax)
+	})
+}
+
+// countingJS counts the terminal-record reads made through it.
+type countingJS struct {
+	jetstream.JetStream
+	reads atomic.Int32
+}
+
+func (c *countingJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := c.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStream{Stream: s, c: c}, nil
+}
+
+type countingStream struct {
+	jetstream.Stream
+	c *countingJS
+}
+
+func (s *countingStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	s.c.reads.Add(1)
+	return s.Stream.GetLastMsgForSubject(ctx, subject)
+}
+
+// The delivery that follows one this replica retried starts without a
+// redelivery's record lookups; what keeps that safe is the ledger, which
+// still settles a step completed meanwhile, and a ledger that lost the step
+// sends the delivery back to the lookups.
+func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		noted    uint64 // the delivery count remembered as retried here (0: none)
+		begun    ledger.Begun
+		runs     bool
+		reads    int32
+		finishes int
+	}{
+		{"a redelivery reads its record and is settled by it", 0, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"the successor of its own retry skips the read", 1, ledger.Begun{Attempt: 2}, true, 0, 0},
+		{"a delivery after one elsewhere reads it", 2, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"a step the ledger calls done is settled by its record", 1, ledger.Begun{Done: true}, false, 1, 0},
+		{"a ledger that lost the step sends it back to the lookups", 1, ledger.Begun{Attempt: 1, Fresh: true}, false, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			js, topo, direct := outcomesEnv(t)
+			cjs := &countingJS{JetStream: js}
+			l := &fakeLedger{begun: c.begun}
+			r := stageRuntime(t, nil, l)
+			r.js, r.topo, r.outcomes = cjs, topo, NewOutcomes(cjs, topo)
+			r.dlq = r.newWriter()
+			st := stageState(r, 2)
+			_, done := r.decode(requestMsg(t, nil, nil), st)
+			require.False(t, done)
+			rec := &schemas.OutcomeEvent{SchemaVersion: schemas.Version, Outcome: schemas.OutcomeSucceeded, Persona: "p",
+				RequestID: st.req.RequestID, TaskID: st.req.TaskID, Step: st.req.Step, Attempts: 1, At: time.Now().UTC()}
+			_, _, err := direct.create(context.Background(), rec)
+			require.NoError(t, err)
+			if c.noted > 0 {
+				r.retried.note(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: c.noted}, time.Second, stageNow)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			end, done := r.begin(ctx, st)
+			require.Equal(t, !c.runs, done)
+			require.Equal(t, c.reads, cjs.reads.Load(), "terminal record reads")
+			require.Len(t, l.finished, c.finishes)
+			if !c.runs {
+				require.Equal(t, verdictSettled, end.verdict)
+				require.Equal(t, schemas.OutcomeSucceeded, end.final.Outcome)
+			}
+		})
+	}
+}
+
+// A retry given back is remembered only with a ledger and only when this
+// replica serves its delay itself.
+func TestRetryAfterRemembersOnlyHeldRetries(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		ledger bool
+		delay  time.Duration
+		noted  bool
+	}{
+		{"held, with a ledger", true, time.Second, true},
+		{"left to the server", true, holdUnder + time.Second, false},
+		{"without a ledger", false, time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var l Ledger
+			if c.ledger {
+				l = &fakeLedger{}
+			}
+			r := stageRuntime(t, nil, l)
+			st := stageState(r, 1)
+			st.invoked, st.attempt = true, retry.Attempt{Number: 1, At: stageNow}
+			require.NoError(t, r.retryAfter(st, c.delay))
+			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2}, stageNow))
+		})
+	}
+}
