@@ -184,7 +184,12 @@ elseif key ~= '' then
 else
   redis.call('HSET', meta, 'next', nexts, 'recorded', recs, 'o:' .. ns, opened)
 end
-local history = redis.call('LRANGE', list, 0, -1)
+-- recorded counts every record the list was given (trimmed ones too), so
+-- a step with none has no list to read: a first attempt's Begin skips it.
+local history = {}
+if recorded > 0 then
+  history = redis.call('LRANGE', list, 0, -1)
+end
 local maxh = tonumber(ARGV[4])
 if maxh > 0 and #history > maxh then
   redis.call('LTRIM', list, -maxh, -1)
