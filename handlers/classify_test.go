@@ -24,14 +24,20 @@ type CommitError struct{ msg string }
 
 func (e *CommitError) Error() string { return e.msg }
 
-// refusedAddr returns a loopback address nothing listens on any more.
+// refusedAddr returns a loopback address whose port is bound but not
+// listening, so a connection to it is refused until the test ends. A port
+// whose listener was merely closed could be taken meanwhile by another test
+// process running in parallel (seen: a dial that was to be refused
+// connected).
 func refusedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestClassify(t *testing.T) {
