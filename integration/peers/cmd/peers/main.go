@@ -55,6 +55,7 @@ type driver struct {
 	redis, pg, nats       *serverProc
 	redisAddr, pgURL, url string
 	trials                int
+	appendfsync           string // redis-server's
 }
 
 func driverMain(args []string) error {
@@ -66,6 +67,7 @@ func driverMain(args []string) error {
 	retryWorkers := fs.Int("retry-workers", 200, "concurrency of the retry-lateness runs")
 	systemList := fs.String("systems", "asynq,river-default,river-tuned,personaq,personaq-noledger", "systems to run")
 	caseList := fs.String("cases", "throughput,spread,burst", "cases to run")
+	appendfsync := fs.String("redis-appendfsync", "always", "redis-server's appendfsync (always, everysec or no): the ledger's and asynq's server; always is the comparison's setting (every write fsynced), everysec the compose file's for the ledger")
 	cpuprofile := fs.String("cpuprofile", "", "after the rounds, run personaq's throughput case once more with CPU profiles of the runtime (this file) and of the nats-server (this file + .nats), and print their top entries")
 	_ = fs.Parse(args)
 	names := strings.Split(*systemList, ",")
@@ -90,7 +92,12 @@ func driverMain(args []string) error {
 	if err := os.Chmod(root, 0o755); err != nil { // the postgres user enters it
 		return err
 	}
-	d := &driver{exe: exe}
+	switch *appendfsync {
+	case "always", "everysec", "no":
+	default:
+		return fmt.Errorf("-redis-appendfsync: %q is not always, everysec or no", *appendfsync)
+	}
+	d := &driver{exe: exe, appendfsync: *appendfsync}
 	defer d.shutdown()
 	if err := d.startServers(root); err != nil {
 		return err
@@ -148,7 +155,7 @@ func (d *driver) startServers(root string) error {
 	if err != nil {
 		return err
 	}
-	if d.redis, d.redisAddr, err = startRedis(dir); err != nil {
+	if d.redis, d.redisAddr, err = startRedis(dir, d.appendfsync); err != nil {
 		return err
 	}
 	if dir, err = mk("postgres"); err != nil {

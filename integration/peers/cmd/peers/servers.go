@@ -26,7 +26,8 @@ import (
 // The servers, each a process of its own so its CPU time can be read from
 // /proc/<pid>/stat, all with every write fsynced before it is acknowledged:
 //
-//   - redis-server: appendonly yes, appendfsync always (no RDB snapshots);
+//   - redis-server: appendonly yes, appendfsync always (no RDB snapshots;
+//     -redis-appendfsync changes it);
 //   - PostgreSQL: fsync=on, synchronous_commit=on (its defaults, set
 //     explicitly), run as the postgres OS user when the driver is root;
 //   - nats-server: this program re-run as `peers nats-server`, an embedded
@@ -115,7 +116,7 @@ func findBinary(pkg string, candidates ...string) (string, error) {
 	return "", fmt.Errorf("none of %v found: install the Debian package %s (apt-get install %s)", candidates, pkg, pkg)
 }
 
-func startRedis(dir string) (*serverProc, string, error) {
+func startRedis(dir, appendfsync string) (*serverProc, string, error) {
 	bin, err := findBinary("redis-server", "redis-server", "/usr/bin/redis-server", "/usr/sbin/redis-server")
 	if err != nil {
 		return nil, "", err
@@ -127,7 +128,7 @@ func startRedis(dir string) (*serverProc, string, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	p, err := startProc("redis", syscall.SIGTERM, nil, dir, bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "",
+		"--appendonly", "yes", "--appendfsync", appendfsync, "--save", "",
 		"--daemonize", "no", "--protected-mode", "no")
 	if err != nil {
 		return nil, "", err
