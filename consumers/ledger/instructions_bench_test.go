@@ -25,6 +25,9 @@ import (
 // those. Skipped without valgrind.
 //
 //	go test -run='^$' -bench='^BenchmarkLedgerScriptInstructions$' -benchtime=2000x ./consumers/ledger/
+//
+// PERSONAQ_BENCH_CALLGRIND_OUT=/tmp/cg.out keeps the dumps (/tmp/cg.out.2:
+// the attempts alone) for `callgrind_annotate --inclusive=yes`.
 func BenchmarkLedgerScriptInstructions(b *testing.B) {
 	valgrind, err := exec.LookPath("valgrind")
 	if err != nil {
@@ -40,6 +43,9 @@ func BenchmarkLedgerScriptInstructions(b *testing.B) {
 	}
 	dir := b.TempDir()
 	out := filepath.Join(dir, "callgrind.out")
+	if keep := os.Getenv("PERSONAQ_BENCH_CALLGRIND_OUT"); keep != "" {
+		out = keep // the dumps kept, for callgrind_annotate: <keep>.2 holds the b.N attempts
+	}
 	wrapper := filepath.Join(dir, "redis-server")
 	script := "#!/bin/sh\nexec " + valgrind + " --tool=callgrind --callgrind-out-file=" + out + " " + redisServer + " \"$@\"\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
