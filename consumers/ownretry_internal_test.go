@@ -2,11 +2,9 @@ package consumers
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers/ledger"
@@ -91,30 +89,6 @@ func TestOwnRetries(t *testing.T) {
 	})
 }
 
-// countingJS counts the terminal-record reads made through it.
-type countingJS struct {
-	jetstream.JetStream
-	reads atomic.Int32
-}
-
-func (c *countingJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
-	s, err := c.JetStream.Stream(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return &countingStream{Stream: s, c: c}, nil
-}
-
-type countingStream struct {
-	jetstream.Stream
-	c *countingJS
-}
-
-func (s *countingStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	s.c.reads.Add(1)
-	return s.Stream.GetLastMsgForSubject(ctx, subject)
-}
-
 // The delivery that follows one this replica retried starts without a
 // redelivery's record lookups; what keeps that safe is the ledger, which
 // still settles a step completed meanwhile, and a ledger that lost the step
@@ -138,7 +112,7 @@ func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			js, topo, direct := outcomesEnv(t)
-			cjs := &countingJS{JetStream: js}
+			cjs := &failoverJS{JetStream: js}
 			l := &fakeLedger{begun: c.begun}
 			r := stageRuntime(t, nil, l)
 			r.js, r.topo, r.outcomes = cjs, topo, NewOutcomes(cjs, topo)

@@ -18,10 +18,12 @@ import (
 var noLeader = &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
 
 // failoverJS answers the first publishes and record reads with noLeader,
-// as a stream between leaders does, then passes them to the server.
+// as a stream between leaders does, then passes them to the server; it
+// counts the record reads asked of it.
 type failoverJS struct {
 	jetstream.JetStream
 	publishFails, readFails atomic.Int32
+	reads                   atomic.Int32
 }
 
 func (f *failoverJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
@@ -45,6 +47,7 @@ type failoverStream struct {
 }
 
 func (s *failoverStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	s.f.reads.Add(1)
 	if s.f.readFails.Add(-1) >= 0 {
 		return nil, noLeader
 	}
