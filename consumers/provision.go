@@ -122,8 +122,11 @@ func streamConfigs(t Topology) []jetstream.StreamConfig {
 	att := base(t.AttemptsStream, t.AttemptsPrefix)
 	att.MaxAge = t.AttemptsMaxAge
 	// Attempt events are for watching, not a record: memory storage keeps
-	// them off the disk's fsync path (a server restart forgets them).
+	// them off the disk's fsync path (a server restart forgets them). The
+	// byte cap keeps them from taking the server's JetStream memory, which
+	// memory-storage request streams need, at high rates: the oldest go.
 	att.Storage = jetstream.MemoryStorage
+	att.MaxBytes, att.Discard = t.AttemptsMaxBytes, jetstream.DiscardOld
 	att.Description = "personaq attempt events (started, failed), for callers following a request"
 	return []jetstream.StreamConfig{req, q, out, att, wire.OutputStreamConfig(t)}
 }

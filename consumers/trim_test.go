@@ -55,7 +55,7 @@ func TestRuntimeTrimsAckedRequestsAndKeepsRunningOnes(t *testing.T) {
 
 // Provision gives the requests stream limits retention (an ack writes
 // nothing), the outcomes stream atomic batches, and keeps attempt events
-// in memory (off the fsync path); a work-queue requests stream an earlier
+// in memory (off the fsync path) under a byte cap; a work-queue requests stream an earlier
 // version provisioned is kept as it is, since its retention cannot change
 // in place.
 func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
@@ -75,6 +75,8 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 				require.NoError(t, err)
 				_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.OutcomesStream, Subjects: []string{topo.OutcomesPrefix + ".>"}, MaxAge: topo.OutcomesMaxAge})
 				require.NoError(t, err)
+				_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: topo.AttemptsStream, Subjects: []string{topo.AttemptsPrefix + ".>"}, MaxAge: topo.AttemptsMaxAge, Storage: jetstream.MemoryStorage})
+				require.NoError(t, err)
 			}
 			require.NoError(t, consumers.Provision(ctx, js, topo, nil))
 			require.NoError(t, consumers.Provision(ctx, js, topo, nil), "idempotent")
@@ -87,6 +89,8 @@ func TestProvisionStreamsForOneDurableWrite(t *testing.T) {
 			att, err := js.Stream(ctx, topo.AttemptsStream)
 			require.NoError(t, err)
 			require.Equal(t, jetstream.MemoryStorage, att.CachedInfo().Config.Storage)
+			require.Equal(t, int64(wire.DefaultAttemptsMaxBytes), att.CachedInfo().Config.MaxBytes, "capped, in place on an earlier stream")
+			require.Equal(t, jetstream.DiscardOld, att.CachedInfo().Config.Discard)
 		})
 	}
 }

@@ -48,6 +48,7 @@ bytes per stored record). Cores and clusters are sized to 70% utilisation.`,
 	f.DurationVar(&w.LedgerTTL, "ledger-ttl", 168*time.Hour, "redis.ttl: how long a step's ledger entry is kept")
 	f.DurationVar(&w.OutcomesMaxAge, "outcomes-max-age", 168*time.Hour, "how long terminal records are kept")
 	f.DurationVar(&w.AttemptsMaxAge, "attempts-max-age", 24*time.Hour, "how long attempt events are kept (memory storage)")
+	f.Int64Var(&w.AttemptsMaxBytes, "attempts-max-bytes", 256<<20, "byte cap of each attempt events stream: past it the oldest go")
 	f.Float64Var(&w.QuarantineDays, "quarantine-days", 30, "days of quarantine records kept before purging")
 	f.StringVarP(&output, "output", "o", "text", "output: text|json")
 	return cmd
@@ -66,13 +67,22 @@ func writePlan(out io.Writer, p capacity.Plan) error {
 		{"terminal records", fmt.Sprintf("%s (kept %s)", bytesText(s.Outcomes), p.Workload.OutcomesMaxAge)},
 		{"large outputs", bytesText(s.Outputs)},
 		{"quarantine", fmt.Sprintf("%s (%g days)", bytesText(s.Quarantine), p.Workload.QuarantineDays)},
-		{"attempt events (memory)", fmt.Sprintf("%s (kept %s)", bytesText(s.AttemptsMemory), p.Workload.AttemptsMaxAge)},
+		{"attempt events (memory)", fmt.Sprintf("%s (kept %s%s)", bytesText(s.AttemptsMemory), s.AttemptsKept, attemptsCapped(p))},
 		{"per million requests/day", bytesText(s.PerMillionPerDay) + " per day kept (one copy)"},
 	} {
 		fmt.Fprintf(w, "%s\t%s\n", row[0], row[1])
 	}
 	fmt.Fprintln(w, "storage is on the JetStream servers, three copies (R3)")
 	return w.Flush()
+}
+
+// attemptsCapped says when the attempt streams' byte cap, not their age
+// limit, decides how long events are kept.
+func attemptsCapped(p capacity.Plan) string {
+	if p.Storage.AttemptsKept < p.Workload.AttemptsMaxAge {
+		return fmt.Sprintf(": the %s cap is reached before attempts_max_age %s", bytesText(float64(p.Workload.AttemptsMaxBytes)), p.Workload.AttemptsMaxAge)
+	}
+	return ""
 }
 
 // bytesText prints n bytes with a binary unit.

@@ -58,8 +58,9 @@ func startEmbeddedRedis() (*miniredis.Miniredis, error) {
 // of its own takes by default, or 0 (the server's default) when mem is
 // unknown. Left to itself, a server in personaq's process would take three
 // quarters of GOMEMLIMIT instead, which is meant for personaq's heap: with
-// GOMEMLIMIT=200MiB that is 150 MiB, less than the live output stream
-// reserves (256 MiB), and personaq could not start.
+// GOMEMLIMIT=200MiB that is 150 MiB, less than the live output and the
+// attempt events streams reserve (256 MiB each), and personaq could not
+// start.
 func embeddedMaxMemory(mem int64) int64 {
 	if mem <= 0 {
 		return 0

@@ -28,6 +28,7 @@ func (f *File) Topology() wire.Topology {
 		DuplicateWindow: t.DuplicateWindow.Std(), OutcomesMaxAge: t.OutcomesMaxAge.Std(),
 		OutputsBucket: t.OutputsBucket, InlineOutputMax: t.InlineOutputMax,
 		AttemptsStream: t.AttemptsStream, AttemptsPrefix: t.AttemptsPrefix, AttemptsMaxAge: t.AttemptsMaxAge.Std(),
+		AttemptsMaxBytes: int64(t.AttemptsMaxBytes),
 		Output: wire.OutputTopology{
 			Stream: t.OutputStream, Prefix: t.OutputPrefix, MaxAge: t.OutputMaxAge.Std(),
 			MaxBytes: int64(t.OutputMaxBytes), AttemptMax: int64(t.OutputAttemptMax),

@@ -40,6 +40,7 @@ func (f *File) applyDefaults(timeoutsJSON map[string]time.Duration) {
 	orStr(&t.AttemptsStream, def.AttemptsStream)
 	orStr(&t.AttemptsPrefix, def.AttemptsPrefix)
 	orDur(&t.AttemptsMaxAge, def.AttemptsMaxAge)
+	orInt(&t.AttemptsMaxBytes, int(def.AttemptsMaxBytes))
 	orStr(&t.OutputStream, def.Output.Stream)
 	orStr(&t.OutputPrefix, def.Output.Prefix)
 	orDur(&t.OutputMaxAge, def.Output.MaxAge)

@@ -63,6 +63,7 @@
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_STREAM           topology.attempts_stream
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_PREFIX           topology.attempts_prefix
 //	PERSONAQ_TOPOLOGY_ATTEMPTS_MAX_AGE          topology.attempts_max_age
+//	PERSONAQ_TOPOLOGY_ATTEMPTS_MAX_BYTES        topology.attempts_max_bytes
 //	PERSONAQ_TOPOLOGY_OUTPUT_STREAM             topology.output_stream
 //	PERSONAQ_TOPOLOGY_OUTPUT_PREFIX             topology.output_prefix
 //	PERSONAQ_TOPOLOGY_OUTPUT_MAX_AGE            topology.output_max_age

@@ -67,6 +67,7 @@ var envTable = []envVar{
 	{"topology.attempts_stream", str(func(f *File) *string { return &f.TopologyConfig.AttemptsStream })},
 	{"topology.attempts_prefix", str(func(f *File) *string { return &f.TopologyConfig.AttemptsPrefix })},
 	{"topology.attempts_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.AttemptsMaxAge })},
+	{"topology.attempts_max_bytes", integer(func(f *File) *int { return &f.TopologyConfig.AttemptsMaxBytes })},
 	{"topology.output_stream", str(func(f *File) *string { return &f.TopologyConfig.OutputStream })},
 	{"topology.output_prefix", str(func(f *File) *string { return &f.TopologyConfig.OutputPrefix })},
 	{"topology.output_max_age", duration(func(f *File) *Duration { return &f.TopologyConfig.OutputMaxAge })},

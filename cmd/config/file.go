@@ -157,6 +157,9 @@ type TopologyConfig struct {
 	AttemptsPrefix string `yaml:"attempts_prefix"`
 	// AttemptsMaxAge is how long attempt events are kept. Default: 24h.
 	AttemptsMaxAge Duration `yaml:"attempts_max_age"`
+	// AttemptsMaxBytes bounds the attempt events' memory; past it the
+	// oldest go first. Default: 268435456 (256 MiB).
+	AttemptsMaxBytes int `yaml:"attempts_max_bytes"`
 	// Live output: what personas write while they work, streamed to
 	// callers. Default: PERSONAQ_OUTPUT, subjects
 	// personaq.output.<request>.<attempt>, in memory.

@@ -200,6 +200,7 @@ func (t TopologyConfig) validate(probs *problems) {
 	nonNegative(probs, "topology.duplicate_window", t.DuplicateWindow)
 	nonNegative(probs, "topology.outcomes_max_age", t.OutcomesMaxAge)
 	nonNegative(probs, "topology.attempts_max_age", t.AttemptsMaxAge)
+	nonNegative(probs, "topology.attempts_max_bytes", t.AttemptsMaxBytes)
 	nonNegative(probs, "topology.output_max_age", t.OutputMaxAge)
 	nonNegative(probs, "topology.output_max_bytes", t.OutputMaxBytes)
 	nonNegative(probs, "topology.output_attempt_max", t.OutputAttemptMax)

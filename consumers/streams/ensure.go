@@ -82,6 +82,7 @@ func covers(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage &&
 		max(have.Replicas, 1) == max(want.Replicas, 1) &&
 		have.MaxAge == want.MaxAge &&
+		(want.MaxBytes == 0 || have.MaxBytes == want.MaxBytes && have.Discard == want.Discard) &&
 		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
 		(!want.AllowAtomicPublish || have.AllowAtomicPublish)
 }

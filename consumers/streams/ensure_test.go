@@ -42,6 +42,26 @@ func TestCovers(t *testing.T) {
 		tc.mod(&h)
 		require.Equal(t, tc.want, streams.Covers(h, want), name)
 	}
+	// A byte cap is compared only where personaq sets one (an operator's
+	// cap on another stream stays), and with it the discard policy: a
+	// stream made before the cap existed (-1, none) is updated.
+	capped := want
+	capped.MaxBytes, capped.Discard = 1<<20, jetstream.DiscardOld
+	for name, tc := range map[string]struct {
+		maxBytes int64
+		discard  jetstream.DiscardPolicy
+		want     bool
+	}{
+		"SameCap":      {1 << 20, jetstream.DiscardOld, true},
+		"NoCapYet":     {-1, jetstream.DiscardOld, false},
+		"OtherCap":     {2 << 20, jetstream.DiscardOld, false},
+		"OtherDiscard": {1 << 20, jetstream.DiscardNew, false},
+	} {
+		h := have
+		h.MaxBytes, h.Discard = tc.maxBytes, tc.discard
+		require.Equal(t, tc.want, streams.Covers(h, capped), name)
+	}
+	require.True(t, streams.Covers(have, want), "no cap asked: the stream's own (-1) is left")
 }
 
 // A stream already as wanted is not updated again (no config-change

@@ -13,8 +13,10 @@ import (
 // Topology names the streams and subjects personaq uses. The zero value is
 // completed by WithDefaults.
 type Topology struct {
-	// RequestsStream holds persona requests (work-queue retention).
-	// Default: "PERSONAQ_REQUESTS".
+	// RequestsStream holds persona requests (limits retention: acks write
+	// nothing, and the runtime purges what every persona's consumer has
+	// acknowledged; a stream made as a work queue by an older version stays
+	// one until migrated). Default: "PERSONAQ_REQUESTS".
 	RequestsStream string
 	// RequestsPrefix is the subject prefix; requests for persona P are
 	// published on <prefix>.P. Default: "personaq.requests".
@@ -46,6 +48,11 @@ type Topology struct {
 	AttemptsPrefix string
 	// AttemptsMaxAge bounds how long attempt events are kept. Default: 24h.
 	AttemptsMaxAge time.Duration
+	// AttemptsMaxBytes bounds the attempt events' memory: past it the
+	// oldest go first, whatever their age (a caller resuming that far back
+	// starts at the oldest kept). Reserved from the server's JetStream
+	// memory. Default: 256 MiB.
+	AttemptsMaxBytes int64
 	// Output sets the live output stream (see OutputTopology).
 	Output OutputTopology
 	// Replicas for every stream (1 or 3 on a cluster). Default: 1.
@@ -81,6 +88,9 @@ func (t Topology) WithDefaults() Topology {
 	if t.AttemptsMaxAge == 0 {
 		t.AttemptsMaxAge = 24 * time.Hour
 	}
+	if t.AttemptsMaxBytes == 0 {
+		t.AttemptsMaxBytes = DefaultAttemptsMaxBytes
+	}
 	if t.Replicas == 0 {
 		t.Replicas = 1
 	}
@@ -105,6 +115,8 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("%w: topology.inline_output_max: must be between 0 and %d bytes, got %d", ErrInvalidConfig, maxInlineOutput, t.InlineOutputMax)
 	case t.OutcomesMaxAge < 0 || t.AttemptsMaxAge < 0:
 		return fmt.Errorf("%w: topology: outcomes_max_age and attempts_max_age must not be negative", ErrInvalidConfig)
+	case t.AttemptsMaxBytes < 0:
+		return fmt.Errorf("%w: topology.attempts_max_bytes must not be negative", ErrInvalidConfig)
 	}
 	return t.Output.validate()
 }
@@ -116,6 +128,10 @@ func (t Topology) RequestSubject(persona string) string { return t.RequestsPrefi
 func (t Topology) QuarantineSubject(reason, persona string) string {
 	return schemas.QuarantineSubject(t.QuarantinePrefix, schemas.Reason(reason), persona)
 }
+
+// DefaultAttemptsMaxBytes is the default Topology.AttemptsMaxBytes: at
+// about 400 bytes an event, some 650,000 events.
+const DefaultAttemptsMaxBytes = 256 << 20
 
 // DefaultInlineOutputMax is the default Topology.InlineOutputMax.
 const DefaultInlineOutputMax = 64 << 10

@@ -27,11 +27,12 @@ func TestTopologyValidate(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, Topology{}.WithDefaults().Validate())
 	for name, bad := range map[string]func(*Topology){
-		"Replicas":        func(t *Topology) { t.Replicas = 2 },
-		"DuplicateWindow": func(t *Topology) { t.DuplicateWindow = -time.Second },
-		"InlineOutputMax": func(t *Topology) { t.InlineOutputMax = maxInlineOutput + 1 },
-		"OutcomesMaxAge":  func(t *Topology) { t.OutcomesMaxAge = -time.Hour },
-		"OutputMaxBytes":  func(t *Topology) { t.Output.MaxBytes = -1 },
+		"Replicas":         func(t *Topology) { t.Replicas = 2 },
+		"DuplicateWindow":  func(t *Topology) { t.DuplicateWindow = -time.Second },
+		"InlineOutputMax":  func(t *Topology) { t.InlineOutputMax = maxInlineOutput + 1 },
+		"OutcomesMaxAge":   func(t *Topology) { t.OutcomesMaxAge = -time.Hour },
+		"OutputMaxBytes":   func(t *Topology) { t.Output.MaxBytes = -1 },
+		"AttemptsMaxBytes": func(t *Topology) { t.AttemptsMaxBytes = -1 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -35,6 +35,11 @@ type Workload struct {
 	// AttemptsMaxAge is how long attempt events are kept (in memory).
 	// Default: 24h.
 	AttemptsMaxAge time.Duration
+	// AttemptsMaxBytes caps each attempt events stream (one per JetStream
+	// cluster, a copy on each of its servers): past it the oldest events
+	// go, so at high rates they are kept less than AttemptsMaxAge.
+	// Default: 256 MiB.
+	AttemptsMaxBytes int64
 	// QuarantineDays is how many days of quarantine records are kept (the
 	// stream has no age limit: purge keeps it bounded). Default: 30.
 	QuarantineDays float64
@@ -150,8 +155,12 @@ type Storage struct {
 	Outputs  float64 `json:"outputs_bytes"`
 	// Quarantine is QuarantineDays of records and their index entries.
 	Quarantine float64 `json:"quarantine_bytes"`
-	// AttemptsMemory is AttemptsMaxAge of attempt events, held in memory.
+	// AttemptsMemory is the attempt events held in memory: AttemptsMaxAge
+	// of them, or the streams' byte caps when those are reached first.
 	AttemptsMemory float64 `json:"attempts_memory_bytes"`
+	// AttemptsKept is how long an attempt event is kept: AttemptsMaxAge,
+	// or less when the byte caps push events out first.
+	AttemptsKept time.Duration `json:"attempts_kept_ns"`
 	// PerMillionPerDay is one copy of what a million requests a day add
 	// per day kept: terminal record, output, quarantine, attempt events.
 	PerMillionPerDay float64 `json:"per_million_per_day_bytes"`
@@ -168,6 +177,7 @@ func (f Figures) Plan(w Workload) (Plan, error) {
 	f.replicas(&p)
 	f.servers(&p)
 	p.Storage = f.storage(w, p.InFlight)
+	capAttempts(&p)
 	return p, nil
 }
 
@@ -207,6 +217,18 @@ func (f Figures) storage(w Workload, inFlight float64) Storage {
 	}
 }
 
+// capAttempts holds the attempt events to the streams' byte caps: one
+// stream per JetStream cluster, a copy on each of its servers.
+func capAttempts(p *Plan) {
+	s, w := &p.Storage, p.Workload
+	s.AttemptsKept = w.AttemptsMaxAge
+	limit := float64(w.AttemptsMaxBytes) * streamReplicas * float64(p.NATSClusters)
+	if s.AttemptsMemory > limit {
+		s.AttemptsKept = time.Duration(float64(w.AttemptsMaxAge) * limit / s.AttemptsMemory).Round(time.Second)
+		s.AttemptsMemory = limit
+	}
+}
+
 func ceil(x float64) int { return int(math.Ceil(x - 1e-9)) }
 
 func (w Workload) withDefaults() Workload {
@@ -227,6 +249,9 @@ func (w Workload) withDefaults() Workload {
 	}
 	if w.AttemptsMaxAge == 0 {
 		w.AttemptsMaxAge = day
+	}
+	if w.AttemptsMaxBytes == 0 {
+		w.AttemptsMaxBytes = 256 << 20
 	}
 	return w
 }
@@ -257,7 +282,7 @@ func (w Workload) validate() error {
 	}{
 		{"slots", w.Slots < 0}, {"ledger_ttl", w.LedgerTTL < 0},
 		{"outcomes_max_age", w.OutcomesMaxAge < 0}, {"quarantine_days", w.QuarantineDays < 0},
-		{"attempts_max_age", w.AttemptsMaxAge < 0},
+		{"attempts_max_age", w.AttemptsMaxAge < 0}, {"attempts_max_bytes", w.AttemptsMaxBytes < 0},
 	} {
 		if c.negative {
 			bad(c.field, "must not be negative")

@@ -27,7 +27,7 @@ func TestPlan(t *testing.T) {
 	base := capacity.Workload{
 		RPS: 100, PersonaTime: 10 * time.Second, RetryRate: 0.5, OutputSize: 400,
 		QuarantineRate: 0.1, Slots: 100, LedgerTTL: day, OutcomesMaxAge: day, QuarantineDays: 1,
-		AttemptsMaxAge: day,
+		AttemptsMaxAge: day, AttemptsMaxBytes: 1e12, // no cap reached but where a case sets one
 	}
 	with := func(mod func(*capacity.Workload)) capacity.Workload {
 		w := base
@@ -57,8 +57,18 @@ func TestPlan(t *testing.T) {
 			p.RedisMemory = 2000 * 86400 * 1000
 			p.Storage = capacity.Storage{
 				RequestsBacklog: (3 + 2000*2) * 500 * 3, Outcomes: 2000 * 86400 * 3 * 1000, Quarantine: 2000 * 86400 * 3 * 200,
-				AttemptsMemory: 2000 * 86400 * 3 * 840, PerMillionPerDay: 2.04e9,
+				AttemptsMemory: 2000 * 86400 * 3 * 840, AttemptsKept: day, PerMillionPerDay: 2.04e9,
 			}
+		},
+	}, {
+		// 2.17728e10 bytes of events a day against 3 copies of a 1 GB cap:
+		// the cap is held, and an event is kept 3e9/2.17728e10 of a day.
+		name: "AttemptEventsHeldToTheirCap",
+		w:    with(func(w *capacity.Workload) { w.AttemptsMaxBytes = 1e9 }),
+		want: func(p *capacity.Plan) {
+			p.Workload.AttemptsMaxBytes = 1e9
+			p.Storage.AttemptsMemory = 3e9
+			p.Storage.AttemptsKept = 11905 * time.Second // 86400 s × 3e9 / 2.17728e10, to the second
 		},
 	}, {
 		name: "LargeOutputGoesToTheObjectStore",
@@ -80,7 +90,7 @@ func TestPlan(t *testing.T) {
 			p.RedisMemory = 0.01 * 3600 * 1000
 			p.Storage = capacity.Storage{
 				RequestsBacklog: (0.15 + 0.01*2) * 1500, Outcomes: 2592 * 1000, Quarantine: 2592 * 200,
-				AttemptsMemory: 2592 * 840, PerMillionPerDay: 2.04e9,
+				AttemptsMemory: 2592 * 840, AttemptsKept: day, PerMillionPerDay: 2.04e9,
 			}
 		},
 	}}
@@ -93,7 +103,7 @@ func TestPlan(t *testing.T) {
 				NATSClusters: 1, NATSCores: 0.3, RedisMasters: 9, RedisCores: 0.03, RedisMemory: 8.64e9,
 				Storage: capacity.Storage{
 					RequestsBacklog: (1500 + 100*2) * 1500, Outcomes: 2.592e10, Quarantine: 5.184e9,
-					AttemptsMemory: 2.17728e10, PerMillionPerDay: 2.04e9,
+					AttemptsMemory: 2.17728e10, AttemptsKept: day, PerMillionPerDay: 2.04e9,
 				},
 			}
 			tt.want(&want)
@@ -111,6 +121,7 @@ func TestPlanDefaults(t *testing.T) {
 	require.Equal(t, capacity.Workload{
 		RPS: 10, PersonaTime: time.Minute, QuarantineRate: 0.01, Slots: 64,
 		LedgerTTL: 168 * time.Hour, OutcomesMaxAge: 168 * time.Hour, QuarantineDays: 30, AttemptsMaxAge: 24 * time.Hour,
+		AttemptsMaxBytes: 256 << 20,
 	}, p.Workload)
 	require.Equal(t, 14, p.Replicas, "600 in flight at 72%% efficiency: 834 slots of 64")
 }
