@@ -45,15 +45,13 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 		return end, true
 	}
 	st.history, st.attempt.Number = begun.History, begun.Attempt
-	if late, ok := lateness(*st.policy, st.hasFallback(), st.history, st.delivery.Received); ok {
-		r.obs.RedeliveryLateness(st.persona.name, late)
-	}
 	if end, done := r.endedBefore(st); done {
 		return end, true
 	}
 	if begun.Attempt > st.policy.MaxAttempts {
 		return r.spent(st), true
 	}
+	r.startOnTime(ctx, st)
 	return ending{}, false
 }
 

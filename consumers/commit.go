@@ -222,12 +222,13 @@ func (r *Runtime) settle(st *attemptState, end *ending) {
 
 // retryAfter gives the message back for its next attempt: after what is
 // left of delay once the attempt's records are stored, since the delay runs
-// from the attempt's end (waitLeft). A retry this replica serves itself is
+// from the attempt's end (waitLeft), less the retry's lead (retryLead). A retry this replica serves itself is
 // remembered, so its next delivery, if it comes back here, starts without
 // a redelivery's lookups (ownRetries).
 func (r *Runtime) retryAfter(st *attemptState, delay time.Duration) error {
 	if st.invoked {
 		delay = waitLeft(delay, st.attempt.At.Add(st.attempt.Duration), r.now())
+		delay -= r.retryLead(st, delay)
 	}
 	err := st.delivery.RetryAfter(delay)
 	if err == nil && r.ledger != nil && delay <= holdUnder {

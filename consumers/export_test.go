@@ -38,6 +38,10 @@ func (r *Runtime) CrashQuarantineAt(step QuarantineStep) {
 // happened yet.
 func (r *Runtime) CrashArmed() bool { return r.crashAt.Load() != int32(stepNone) }
 
+// SetRetryLead sets the most a retry's message is asked back before it is
+// due (30 ms by default). Call it before Run.
+func (r *Runtime) SetRetryLead(d time.Duration) { r.leadMax = d }
+
 // SetBacklogInterval sets how often the runnable backlog is measured. Call
 // it before Run.
 func (r *Runtime) SetBacklogInterval(d time.Duration) { r.backlogEvery = d }

@@ -3,7 +3,6 @@ package consumers
 import (
 	"time"
 
-	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/retry"
 	"github.com/personaq/personaq/schemas"
 )
@@ -18,8 +17,9 @@ type Observer interface {
 	Outcome(persona string, outcome schemas.Outcome, reason schemas.Reason)
 	// InFlight is called with +1 when an attempt starts and −1 when it ends.
 	InFlight(persona string, delta int)
-	// RedeliveryLateness reports how late a retry arrived compared with the
-	// delay that was asked for (negative: early).
+	// RedeliveryLateness reports how late a retry's attempt started
+	// against its due time: the previous attempt's end plus the delay that
+	// was asked for (negative: early).
 	RedeliveryLateness(persona string, late time.Duration)
 	// LedgerCall reports one ledger round trip.
 	LedgerCall(op string, took time.Duration, err error)
@@ -47,23 +47,3 @@ func (nopObserver) InFlight(string, int)                            {}
 func (nopObserver) RedeliveryLateness(string, time.Duration)        {}
 func (nopObserver) LedgerCall(string, time.Duration, error)         {}
 func (nopObserver) SettleRefused(string, schemas.Outcome)           {}
-
-// lateness is how late this delivery is against the delay Decide gave the
-// previous attempt; ok is false when there is nothing to compare.
-func lateness(p retry.Policy, hasFallback bool, history []retry.Attempt, received time.Time) (time.Duration, bool) {
-	if len(history) == 0 {
-		return 0, false
-	}
-	last := history[len(history)-1]
-	if last.At.IsZero() || last.Error == ledger.LostAttemptError {
-		return 0, false
-	}
-	if lo, hi, _ := retry.DelayRange(p.WithDefaults().Schedule, last.Number); lo != hi && last.RetryAfter == 0 {
-		return 0, false // a jittered delay cannot be recomputed
-	}
-	d := retry.Decide(retry.Input{Policy: p, HasFallback: hasFallback, History: history[:len(history)-1], Current: last})
-	if d.Action != retry.ActionRetry {
-		return 0, false
-	}
-	return received.Sub(last.At.Add(last.Duration).Add(d.Delay)), true
-}

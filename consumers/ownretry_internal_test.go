@@ -163,7 +163,8 @@ func TestRetryAfterRemembersOnlyHeldRetries(t *testing.T) {
 			}
 			r := stageRuntime(t, nil, l)
 			st := stageState(r, 1)
-			st.invoked, st.attempt = true, retry.Attempt{Number: 1, At: stageNow}
+			p := stagePolicy()
+			st.invoked, st.attempt, st.policy = true, retry.Attempt{Number: 1, At: stageNow}, &p
 			require.NoError(t, r.retryAfter(st, c.delay))
 			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2}, stageNow))
 		})

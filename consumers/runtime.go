@@ -156,6 +156,9 @@ type Runtime struct {
 	// retried: the deliveries this replica gave back for a retry it holds
 	// itself, whose successors skip a redelivery's lookups (ownretry.go).
 	retried ownRetries
+	// leadMax is the most a retry's message is asked back early
+	// (retryLead); retryLeadMax but in tests.
+	leadMax time.Duration
 	tracer  trace.Tracer
 	// replicaID names this replica in the shared circuit states.
 	replicaID string
@@ -223,6 +226,7 @@ func New(cfg Config) (*Runtime, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
+	r.leadMax = retryLeadMax
 	r.obs = cfg.Observer
 	if r.obs == nil {
 		r.obs = nopObserver{}

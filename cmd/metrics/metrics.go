@@ -80,12 +80,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"persona"}),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "redelivery_lateness_seconds",
-			Help:    "How late a retry arrived against the delay asked for (early ones count as 0, see redelivery_early_total).",
+			Help:    "How late a retry's attempt started against its due time: the failed attempt's end plus the delay asked for (early ones count as 0, see redelivery_early_total).",
 			Buckets: latenessBuckets,
 		}, []string{"persona"}),
 		early: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "redelivery_early_total",
-			Help: "Retries that arrived before the delay asked for.",
+			Help: "Retries whose attempt started before its due time.",
 		}, []string{"persona"}),
 		ledgerRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "ledger_round_trip_seconds",
