@@ -40,7 +40,7 @@ func TestDueAt(t *testing.T) {
 	}{
 		{"first attempt", linear, nil, time.Time{}, false},
 		{"retry 1 of a linear schedule", linear, []retry.Attempt{failedAt(1, end)}, end.Add(time.Second), true},
-		{"retry 2 of a linear schedule", linear, []retry.Attempt{failedAt(1, end.Add(-5 * time.Second)), failedAt(2, end)}, end.Add(2 * time.Second), true},
+		{"retry 2 of a linear schedule", linear, []retry.Attempt{failedAt(1, end.Add(-5*time.Second)), failedAt(2, end)}, end.Add(2 * time.Second), true},
 		{"a provider's Retry-After", linear, []retry.Attempt{withRetryAfter}, end.Add(5 * time.Second), true},
 		{"a jittered schedule", jittered, []retry.Attempt{failedAt(1, end)}, time.Time{}, false},
 		{"a jittered schedule under Retry-After", jittered, []retry.Attempt{withRetryAfter}, end.Add(5 * time.Second), true},
