@@ -336,6 +336,11 @@ var errBenchFlaky = errors.New("bench: flaky on the first attempt")
 //     busy deployment: 20ms apart, and 2ms apart (more often than the 10ms
 //     to which nats-server v2.15.2 pushes its redelivery timer on every
 //     NakWithDelay, consumer.go processNak).
+//   - BurstLedger/pending=200 and pending=1000: the bursts with the
+//     runtime's Redis ledger, whose Begin scripts queue on Redis's one
+//     thread; the retry's message comes back early and its attempt waits
+//     for its due time (ontime.go), so lateness is measured against the
+//     due time, and arrival_* can be negative.
 //
 // Each case runs a raw jetstream loop (NakWithDelay the first delivery, ack
 // the second, in the Consume callback) and the runtime on the same server,
@@ -351,9 +356,13 @@ func BenchmarkRedeliveryLateness(b *testing.B) {
 			{name: "Burst/pending=4000", n: 4000, slots: 4000},
 			{name: "Steady/rate=50", n: 150, slots: 1000, every: 20 * time.Millisecond},
 			{name: "Steady/rate=500", n: 2000, slots: 1000, every: 2 * time.Millisecond},
+			// With the ledger: Begin's scripts queue on Redis's one
+			// thread, and the retry's lead (ontime.go) takes them off its start.
+			{name: "BurstLedger/pending=200", n: 200, slots: 1000, ledger: true},
+			{name: "BurstLedger/pending=1000", n: 1000, slots: 1000, ledger: true},
 		} {
 			b.Run(st.name+"/"+c.name, func(b *testing.B) {
-				e := newBenchEnv(b, false)
+				e := newBenchEnv(b, c.ledger)
 				e.storage = st.storage
 				benchLatenessCompare(b, e, c)
 			})
@@ -469,10 +478,11 @@ func benchLatenessRaw(b *testing.B, e *benchEnv, c benchLatenessCase) []time.Dur
 
 // benchLatenessCase is one shape of BenchmarkRedeliveryLateness.
 type benchLatenessCase struct {
-	name  string
-	n     int           // requests
-	slots int           // Persona.Concurrency = MaxAckPending (MaxReplicas 1)
-	every time.Duration // publish one request per interval while running; 0: all before
+	name   string
+	n      int           // requests
+	slots  int           // Persona.Concurrency = MaxAckPending (MaxReplicas 1)
+	every  time.Duration // publish one request per interval while running; 0: all before
+	ledger bool          // the runtime has a Redis ledger (the raw loop never has)
 }
 
 // benchLatenessRound runs c.n requests through one fail-then-succeed cycle
@@ -502,13 +512,17 @@ func benchLatenessRound(b *testing.B, e *benchEnv, c benchLatenessCase) (latenes
 		}
 		return handlers.Result{}, nil
 	})
-	rt, err := consumers.New(consumers.Config{
-		WithoutLedger: true, JetStream: benchNakJS{JetStream: e.nats.JetStream(b), clock: clock}, Topology: topo, Logger: benchLogger(),
+	cfg := consumers.Config{
+		WithoutLedger: !c.ledger, JetStream: benchNakJS{JetStream: e.nats.JetStream(b), clock: clock}, Topology: topo, Logger: benchLogger(),
 		Personas: []consumers.Persona{{
 			Name: benchPersona, Handler: h, Policy: benchPolicy(10 * time.Second),
 			Concurrency: c.slots, MaxReplicas: 1, AckWait: benchAckWait,
 		}},
-	})
+	}
+	if c.ledger {
+		cfg.Ledger = e.benchLedger(b)
+	}
+	rt, err := consumers.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
