@@ -97,11 +97,7 @@ func TestRetryLead(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var l Ledger
-			if c.ledger {
-				l = &fakeLedger{}
-			}
-			r := stageRuntime(t, nil, l)
+			r := stageRuntimeLedger(t, c.ledger)
 			r.leadMax = retryLeadMax
 			st := stageState(r, 1)
 			p := c.policy

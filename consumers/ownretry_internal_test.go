@@ -157,11 +157,7 @@ func TestRetryAfterRemembersOnlyHeldRetries(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var l Ledger
-			if c.ledger {
-				l = &fakeLedger{}
-			}
-			r := stageRuntime(t, nil, l)
+			r := stageRuntimeLedger(t, c.ledger)
 			st := stageState(r, 1)
 			p := stagePolicy()
 			st.invoked, st.attempt, st.policy = true, retry.Attempt{Number: 1, At: stageNow}, &p

@@ -44,6 +44,17 @@ func stageRuntime(t *testing.T, h handlers.Handler, l Ledger) *Runtime {
 	return r
 }
 
+// stageRuntimeLedger is stageRuntime with no handler and, when withLedger,
+// a fake ledger.
+func stageRuntimeLedger(t *testing.T, withLedger bool) *Runtime {
+	t.Helper()
+	var l Ledger
+	if withLedger {
+		l = &fakeLedger{}
+	}
+	return stageRuntime(t, nil, l)
+}
+
 func stageState(r *Runtime, delivered uint64) *attemptState {
 	return &attemptState{persona: r.personas["p"], log: fixedLog(zerolog.Nop()), started: stageNow,
 		delivery: &transport.Delivery{Stream: "S", Sequence: 7, Delivered: delivered, Received: stageNow}}
