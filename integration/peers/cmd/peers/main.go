@@ -69,7 +69,11 @@ func driverMain(args []string) error {
 	caseList := fs.String("cases", "throughput,spread,burst", "cases to run")
 	appendfsync := fs.String("redis-appendfsync", "always", "redis-server's appendfsync (always, everysec or no): the ledger's and asynq's server; always is the comparison's setting (every write fsynced), everysec the compose file's for the ledger")
 	cpuprofile := fs.String("cpuprofile", "", "after the rounds, run personaq's throughput case once more with CPU profiles of the runtime (this file) and of the nats-server (this file + .nats), and print their top entries")
+	profileSystem := fs.String("profile-system", "personaq", "the system -cpuprofile profiles (personaq or personaq-noledger)")
 	_ = fs.Parse(args)
+	if *profileSystem != "personaq" && *profileSystem != "personaq-noledger" {
+		return fmt.Errorf("-profile-system: %q is not personaq or personaq-noledger", *profileSystem)
+	}
 	names := strings.Split(*systemList, ",")
 	for _, n := range names {
 		if _, ok := systems[n]; !ok {
@@ -139,7 +143,7 @@ func driverMain(args []string) error {
 	}
 
 	if *cpuprofile != "" {
-		if err := d.profile(ctx, root, *cpuprofile, *jobs, *workers); err != nil {
+		if err := d.profile(ctx, root, *profileSystem, *cpuprofile, *jobs, *workers); err != nil {
 			return err
 		}
 	}
@@ -224,7 +228,7 @@ func (d *driver) trial(ctx context.Context, system, kase string, jobs, workers i
 // profile runs personaq's throughput case once more against a nats-server
 // of its own, with CPU profiles of the runtime process and of that server,
 // and prints both profiles' top entries (go tool pprof -top).
-func (d *driver) profile(ctx context.Context, root, path string, jobs, workers int) error {
+func (d *driver) profile(ctx context.Context, root, system, path string, jobs, workers int) error {
 	path, err := filepath.Abs(path)
 	if err != nil {
 		return err
@@ -239,13 +243,13 @@ func (d *driver) profile(ctx context.Context, root, path string, jobs, workers i
 	}
 	saved := d.nats
 	d.nats = nats
-	res, err := d.trial(ctx, "personaq", caseThroughput, jobs, workers, path, url)
+	res, err := d.trial(ctx, system, caseThroughput, jobs, workers, path, url)
 	d.nats = saved
 	nats.shutdown()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nProfiled run (personaq with the ledger, throughput, not in the table): %s; load %s\n", summary(res), loadAvg())
+	fmt.Printf("\nProfiled run (%s, throughput, not in the table): %s; load %s\n", system, summary(res), loadAvg())
 	for _, p := range []struct{ what, file string }{
 		{"personaq runtime process (the queue client)", path},
 		{"nats-server process", path + ".nats"},
