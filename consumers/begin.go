@@ -27,7 +27,7 @@ import (
 func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 	// The successor of a delivery this replica retried skips the lookups
 	// (ownRetries says why), unless the ledger turns out to know nothing.
-	own := r.ledger != nil && st.delivery.Delivered > 1 && r.retried.take(st.delivery, r.now())
+	own := st.delivery.Delivered > 1 && r.retried.take(st.delivery, r.now(), r.reconnects())
 	if !own {
 		if end, done := r.endedEarlier(ctx, st); done {
 			return end, true
@@ -59,15 +59,26 @@ func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 // already ended: its terminal record exists (its worker died after writing
 // it, or Redis lost the ledger), or its quarantine record does (stored
 // before a crash). It is settled the way the record says, without running
-// the handler again. Only redeliveries pay for the lookups.
+// the handler again; the terminal record decides when both exist. Only
+// redeliveries pay for the lookups, and the two are read at once: a burst
+// of retries coming back waits one round trip each, not two.
 func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, bool) {
 	if st.delivery.Delivered < 2 {
 		return ending{}, false
 	}
-	if end, done := r.settledByRecord(ctx, st); done {
+	qctx, cancel := context.WithCancel(ctx)
+	found := make(chan quarantineFound, 1)
+	go func() { found <- r.quarantineLookup(qctx, st) }()
+	end, done := r.settledByRecord(ctx, st)
+	if done {
+		cancel() // the terminal record decides: the other read is not needed
+	}
+	q := <-found
+	cancel()
+	if done {
 		return end, true
 	}
-	return r.quarantinedBefore(ctx, st)
+	return r.quarantinedBefore(st, q)
 }
 
 // endedUnknown catches what the ledger cannot tell a delivery because it
@@ -229,17 +240,33 @@ func (r *Runtime) floored(d *transport.Delivery) bool {
 	return d.Delivered > 1 && r.wipedSince(d)
 }
 
-// quarantinedBefore catches a redelivery whose quarantine record a previous
-// delivery stored before crashing: it is termed (and its outcome published)
-// without running the handler again.
-func (r *Runtime) quarantinedBefore(ctx context.Context, st *attemptState) (ending, bool) {
+// quarantineFound is what the quarantine record lookup of a redelivery
+// found: rec is nil when there is none (or it could not be read).
+type quarantineFound struct {
+	rec *schemas.QuarantineRecord
+	seq uint64
+}
+
+// quarantineLookup reads the quarantine record a previous delivery of st's
+// message may have stored before crashing.
+func (r *Runtime) quarantineLookup(ctx context.Context, st *attemptState) quarantineFound {
 	rec, seq, err := r.dlq.Stored(ctx, dlq.RecordID(st.delivery.Stream, st.delivery.Sequence))
 	if err != nil || rec == nil {
+		return quarantineFound{}
+	}
+	return quarantineFound{rec: rec, seq: seq}
+}
+
+// quarantinedBefore catches a redelivery whose quarantine record a previous
+// delivery stored before crashing (q, from quarantineLookup): it is termed
+// (and its outcome published) without running the handler again.
+func (r *Runtime) quarantinedBefore(st *attemptState, q quarantineFound) (ending, bool) {
+	if q.rec == nil {
 		return ending{}, false
 	}
-	st.log.Info().Uint64("quarantine_seq", seq).Str("reason", string(rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
-	end := quarantined(retry.Decision{Action: retry.ActionQuarantine, Reason: rec.Reason})
-	end.stored, end.storedSeq = rec, seq
+	st.log.Info().Uint64("quarantine_seq", q.seq).Str("reason", string(q.rec.Reason)).Msg("redelivery of a message already quarantined; terming it without running the handler")
+	end := quarantined(retry.Decision{Action: retry.ActionQuarantine, Reason: q.rec.Reason})
+	end.stored, end.storedSeq = q.rec, q.seq
 	return end, true
 }
 

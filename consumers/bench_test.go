@@ -352,6 +352,7 @@ var errBenchFlaky = errors.New("bench: flaky on the first attempt")
 func BenchmarkRedeliveryLateness(b *testing.B) {
 	for _, st := range benchStorages {
 		for _, c := range []benchLatenessCase{
+			{name: "Burst/pending=200", n: 200, slots: 1000},
 			{name: "Burst/pending=1000", n: 1000, slots: 1000},
 			{name: "Burst/pending=4000", n: 4000, slots: 4000},
 			{name: "Steady/rate=50", n: 150, slots: 1000, every: 20 * time.Millisecond},

@@ -16,12 +16,17 @@ import (
 // Why that is safe: the delivery that retried wrote neither record, and
 // the delivery that follows it is the next one of the message, so no
 // attempt ran in between that could have. The one way a delivery count
-// repeats, a nats-server restarted on its store, is covered by the
-// ledger, which begin still asks: a step another delivery completed meanwhile
-// is done there, one it ended is ended by its last recorded attempt; and a
-// ledger found fresh (wiped) sends the delivery back to the lookups. A cancel
-// is the cancel stage's, before begin. So the skip needs the ledger: without
-// one, nothing is remembered.
+// repeats is the consumer's state going back: a nats-server restarted on
+// its store (it flushes consumer state after the acks), or a clustered
+// consumer's new leader. With a ledger, begin still asks it: a step
+// another delivery completed meanwhile is done there, one it ended is
+// ended by its last recorded attempt, and a ledger found fresh (wiped)
+// sends the delivery back to the lookups. Without one, retries are
+// remembered only where the state cannot go back unseen (retriesSafe): a
+// standalone nats-server holding the requests stream, the one this
+// replica is connected to, so a restart ends the connection; and a retry
+// remembered before a reconnect is never taken after it. A cancel is the
+// cancel stage's, before begin.
 //
 // A remembered delivery whose successor went to another replica is never
 // taken here: it is dropped once its due time is well past.
@@ -39,6 +44,10 @@ type ownRetryKey struct {
 type ownRetry struct {
 	delivered uint64    // the delivery that retried
 	expires   time.Time // when its successor no longer counts as prompt
+	// reconnects is the connection's reconnect count when it retried: a
+	// successor received after a reconnect is not taken (the server may
+	// have restarted on an older consumer state).
+	reconnects uint64
 }
 
 const (
@@ -50,8 +59,9 @@ const (
 	ownRetriesMax = 1 << 16
 )
 
-// note remembers that d was given back for a retry due after wait.
-func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Time) {
+// note remembers that d was given back for a retry due after wait, on a
+// connection that reconnected that many times so far.
+func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Time, reconnects uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
@@ -63,12 +73,13 @@ func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Ti
 	if len(o.m) >= ownRetriesMax {
 		return
 	}
-	o.m[ownRetryKey{d.Stream, d.Sequence}] = ownRetry{delivered: d.Delivered, expires: now.Add(wait + ownRetryGrace)}
+	o.m[ownRetryKey{d.Stream, d.Sequence}] = ownRetry{delivered: d.Delivered, expires: now.Add(wait + ownRetryGrace), reconnects: reconnects}
 }
 
 // take reports whether d is the delivery that follows one this replica
-// retried, and forgets that retry either way.
-func (o *ownRetries) take(d *transport.Delivery, now time.Time) bool {
+// retried, on the same connection (reconnects as at note), and forgets
+// that retry either way.
+func (o *ownRetries) take(d *transport.Delivery, now time.Time, reconnects uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := ownRetryKey{d.Stream, d.Sequence}
@@ -77,7 +88,7 @@ func (o *ownRetries) take(d *transport.Delivery, now time.Time) bool {
 		return false
 	}
 	delete(o.m, k)
-	return e.delivered+1 == d.Delivered && now.Before(e.expires)
+	return e.delivered+1 == d.Delivered && now.Before(e.expires) && e.reconnects == reconnects
 }
 
 // sweep drops what expired; it runs at most once per grace period.

@@ -47,73 +47,92 @@ func TestOwnRetries(t *testing.T) {
 	t.Run("TheNextDeliveryIsTakenOnce", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow)
-		require.True(t, o.take(d(7, 2), stageNow.Add(time.Second)))
-		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second)), "taken once")
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		require.True(t, o.take(d(7, 2), stageNow.Add(time.Second), 0))
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second), 0), "taken once")
 	})
 	t.Run("AnotherDeliveryCountIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow)
-		require.False(t, o.take(d(7, 3), stageNow), "a delivery went elsewhere in between")
-		require.False(t, o.take(d(7, 2), stageNow), "forgotten by the first take")
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		require.False(t, o.take(d(7, 3), stageNow, 0), "a delivery went elsewhere in between")
+		require.False(t, o.take(d(7, 2), stageNow, 0), "forgotten by the first take")
 	})
 	t.Run("AnotherMessageOrStreamIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow)
-		require.False(t, o.take(d(8, 2), stageNow))
-		require.False(t, o.take(&transport.Delivery{Stream: "T", Sequence: 7, Delivered: 2}, stageNow))
-		require.True(t, o.take(d(7, 2), stageNow))
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		require.False(t, o.take(d(8, 2), stageNow, 0))
+		require.False(t, o.take(&transport.Delivery{Stream: "T", Sequence: 7, Delivered: 2}, stageNow, 0))
+		require.True(t, o.take(d(7, 2), stageNow, 0))
+	})
+	t.Run("AfterAReconnectIsNot", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		require.False(t, o.take(d(7, 2), stageNow, 1), "the server may have restarted on an older state")
 	})
 	t.Run("LateIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow)
-		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second+ownRetryGrace)))
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second+ownRetryGrace), 0))
 	})
 	t.Run("ExpiredAreSwept", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow)
-		o.note(d(8, 1), time.Second, stageNow.Add(2*ownRetryGrace))
+		o.note(d(7, 1), time.Second, stageNow, 0)
+		o.note(d(8, 1), time.Second, stageNow.Add(2*ownRetryGrace), 0)
 		require.Len(t, o.m, 1)
 	})
 	t.Run("Bounded", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
 		for i := range ownRetriesMax + 10 {
-			o.note(d(uint64(i+1), 1), time.Second, stageNow)
+			o.note(d(uint64(i+1), 1), time.Second, stageNow, 0)
 		}
 		require.Len(t, o.m, ownRetriesMax)
 	})
 }
 
 // The delivery that follows one this replica retried starts without a
-// redelivery's record lookups; what keeps that safe is the ledger, which
-// still settles a step completed meanwhile, and a ledger that lost the step
-// sends the delivery back to the lookups.
+// redelivery's record lookups; what keeps that safe with a ledger is the
+// ledger, which still settles a step completed meanwhile, and a ledger
+// that lost the step sends the delivery back to the lookups. Without one,
+// a retry remembered on an earlier connection (a reconnect in between:
+// the server may have restarted on an older consumer state) is not taken.
 func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name     string
-		noted    uint64 // the delivery count remembered as retried here (0: none)
-		begun    ledger.Begun
-		runs     bool
-		reads    int32
-		finishes int
+		name       string
+		noLedger   bool
+		noted      uint64 // the delivery count remembered as retried here (0: none)
+		reconnects uint64 // the connection's reconnect count when it was noted
+		begun      ledger.Begun
+		runs       bool
+		reads      int32
+		finishes   int
 	}{
-		{"a redelivery reads its record and is settled by it", 0, ledger.Begun{Attempt: 2}, false, 1, 0},
-		{"the successor of its own retry skips the read", 1, ledger.Begun{Attempt: 2}, true, 0, 0},
-		{"a delivery after one elsewhere reads it", 2, ledger.Begun{Attempt: 2}, false, 1, 0},
-		{"a step the ledger calls done is settled by its record", 1, ledger.Begun{Done: true}, false, 1, 0},
-		{"a ledger that lost the step sends it back to the lookups", 1, ledger.Begun{Attempt: 1, Fresh: true}, false, 1, 1},
+		{"a redelivery reads its record and is settled by it", false, 0, 0, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"the successor of its own retry skips the read", false, 1, 0, ledger.Begun{Attempt: 2}, true, 0, 0},
+		{"a delivery after one elsewhere reads it", false, 2, 0, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"a step the ledger calls done is settled by its record", false, 1, 0, ledger.Begun{Done: true}, false, 1, 0},
+		{"a ledger that lost the step sends it back to the lookups", false, 1, 0, ledger.Begun{Attempt: 1, Fresh: true}, false, 1, 1},
+		{"a retry noted before a reconnect is not taken", false, 1, 1, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"without a ledger, a redelivery reads its record", true, 0, 0, ledger.Begun{}, false, 1, 0},
+		{"without a ledger, the successor of its own retry skips the read", true, 1, 0, ledger.Begun{}, true, 0, 0},
+		{"without a ledger, a delivery after one elsewhere reads it", true, 2, 0, ledger.Begun{}, false, 1, 0},
+		{"without a ledger, a retry noted before a reconnect is not taken", true, 1, 1, ledger.Begun{}, false, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			js, topo, direct := outcomesEnv(t)
 			cjs := &failoverJS{JetStream: js}
-			l := &fakeLedger{begun: c.begun}
+			fl := &fakeLedger{begun: c.begun}
+			var l Ledger = fl
+			if c.noLedger {
+				l = nil
+			}
 			r := stageRuntime(t, nil, l)
 			r.js, r.topo, r.outcomes = cjs, topo, NewOutcomes(cjs, topo)
 			r.dlq = r.newWriter()
@@ -125,44 +144,56 @@ func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 			_, _, err := direct.create(context.Background(), rec)
 			require.NoError(t, err)
 			if c.noted > 0 {
-				r.retried.note(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: c.noted}, time.Second, stageNow)
+				r.retried.note(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: c.noted}, time.Second, stageNow, c.reconnects)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			end, done := r.begin(ctx, st)
 			require.Equal(t, !c.runs, done)
 			require.Equal(t, c.reads, cjs.reads.Load(), "terminal record reads")
-			require.Len(t, l.finished, c.finishes)
+			require.Len(t, fl.finished, c.finishes)
 			if !c.runs {
 				require.Equal(t, verdictSettled, end.verdict)
 				require.Equal(t, schemas.OutcomeSucceeded, end.final.Outcome)
+			} else if c.noLedger {
+				require.Equal(t, 2, st.attempt.Number, "numbered by its delivery count")
 			}
 		})
 	}
 }
 
-// A retry given back is remembered only with a ledger and only when this
-// replica serves its delay itself.
+// A retry given back is remembered only when this replica serves its
+// delay itself, and without a ledger only when the requests stream is
+// stored by the standalone server this replica is connected to.
 func TestRetryAfterRemembersOnlyHeldRetries(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		ledger bool
+		here   bool // the requests stream's server is the one connected to, alone
 		delay  time.Duration
 		noted  bool
 	}{
-		{"held, with a ledger", true, time.Second, true},
-		{"left to the server", true, holdUnder + time.Second, false},
-		{"without a ledger", false, time.Second, false},
+		{"held, with a ledger", true, false, time.Second, true},
+		{"left to the server", true, true, holdUnder + time.Second, false},
+		{"without a ledger, its server alone and connected to", false, true, time.Second, true},
+		{"without a ledger, left to the server", false, true, holdUnder + time.Second, false},
+		{"without a ledger, another server or a cluster", false, false, time.Second, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := stageRuntimeLedger(t, c.ledger)
+			js, topo, _ := outcomesEnv(t)
+			r.js, r.topo = js, topo
+			if !c.here {
+				// As when the server is another one than the stream's.
+				r.site.known, r.site.server = true, "another-server"
+			}
 			st := stageState(r, 1)
 			p := stagePolicy()
 			st.invoked, st.attempt, st.policy = true, retry.Attempt{Number: 1, At: stageNow}, &p
 			require.NoError(t, r.retryAfter(st, c.delay))
-			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2}, stageNow))
+			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2}, stageNow, r.reconnects()))
 		})
 	}
 }

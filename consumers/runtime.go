@@ -156,6 +156,9 @@ type Runtime struct {
 	// retried: the deliveries this replica gave back for a retry it holds
 	// itself, whose successors skip a redelivery's lookups (ownretry.go).
 	retried ownRetries
+	// site: where the requests stream is stored; without a ledger,
+	// retries are remembered only on the standalone server holding it.
+	site storeSite
 	// leadMax is the most a retry's message is asked back early
 	// (retryLead); retryLeadMax but in tests.
 	leadMax time.Duration
@@ -357,6 +360,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
+	r.retriesSafe() // read where the requests are stored before the first retry needs it
 	stopDurability, err := r.startDurability(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,63 @@
+package consumers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/personaq/personaq/consumers/transport"
+	"github.com/personaq/personaq/integration/testenv"
+)
+
+// Without a ledger, a retry is remembered only where the consumer's state
+// cannot go back unseen: the requests stream on the standalone server this
+// replica is connected to, through its own JetStream API. A restart of that
+// server is a reconnect, after which what was remembered is not taken, and
+// where the stream is stored is read again.
+func TestRetriesAreRememberedOnlyOnTheirOwnServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	nc := n.Conn(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	topo := Topology{}.WithDefaults()
+	require.NoError(t, Provision(ctx, js, topo, nil))
+
+	name, err := requestsServer(ctx, js, topo)
+	require.NoError(t, err)
+	require.Equal(t, n.Server.Name(), name, "standalone, R1, connected to")
+	other, err := jetstream.NewWithDomain(nc, "hub")
+	require.NoError(t, err)
+	name, err = requestsServer(ctx, other, topo)
+	require.NoError(t, err)
+	require.Empty(t, name, "another domain's JetStream")
+	name, err = requestsServer(ctx, js, Topology{RequestsStream: "NONE"}.WithDefaults())
+	require.NoError(t, err)
+	require.Empty(t, name, "no such stream")
+
+	r := stageRuntimeLedger(t, false)
+	r.js, r.topo = js, topo
+	require.True(t, r.retriesSafe())
+	d := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 1}
+	r.retried.note(d, time.Second, stageNow, r.reconnects())
+
+	before := n.Server.Name()
+	n.Restart(t)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, uint64(1), r.reconnects())
+	next := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 2}
+	require.False(t, r.retried.take(next, stageNow, r.reconnects()), "remembered before the server restarted")
+	require.NotEqual(t, before, n.Server.Name(), "a server without a configured name gets a new one at each start")
+	require.True(t, r.retriesSafe(), "where the stream is stored is read again after the reconnect")
+
+	n.Stop()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	var s storeSite
+	require.False(t, s.here(js, topo, stageNow), "unreadable: not remembered")
+	require.False(t, s.known)
+	require.Equal(t, stageNow.Add(siteRetry), s.retryAt, "read again only after a pause")
+}
