@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -68,13 +69,25 @@ func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, b
 	}
 	qctx, cancel := context.WithCancel(ctx)
 	found := make(chan quarantineFound, 1)
-	go func() { found <- r.quarantineLookup(qctx, st) }()
+	go func() {
+		// A panic of the read is the delivery's, as when it ran inline:
+		// raised again on its own goroutine, not the process's end.
+		defer func() {
+			if p := recover(); p != nil {
+				found <- quarantineFound{panicked: fmt.Sprintf("quarantine record read: %v\n%s", p, debug.Stack())}
+			}
+		}()
+		found <- r.quarantineLookup(qctx, st)
+	}()
 	end, done := r.settledByRecord(ctx, st)
 	if done {
 		cancel() // the terminal record decides: the other read is not needed
 	}
 	q := <-found
 	cancel()
+	if q.panicked != nil {
+		panic(q.panicked)
+	}
 	if done {
 		return end, true
 	}
@@ -243,8 +256,9 @@ func (r *Runtime) floored(d *transport.Delivery) bool {
 // quarantineFound is what the quarantine record lookup of a redelivery
 // found: rec is nil when there is none (or it could not be read).
 type quarantineFound struct {
-	rec *schemas.QuarantineRecord
-	seq uint64
+	rec      *schemas.QuarantineRecord
+	seq      uint64
+	panicked any // the read panicked with this
 }
 
 // quarantineLookup reads the quarantine record a previous delivery of st's

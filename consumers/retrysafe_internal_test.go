@@ -61,3 +61,27 @@ func TestRetriesAreRememberedOnlyOnTheirOwnServer(t *testing.T) {
 	require.False(t, s.known)
 	require.Equal(t, stageNow.Add(siteRetry), s.retryAt, "read again only after a pause")
 }
+
+// The quarantine record read of a redelivery runs beside the terminal
+// record's, on a goroutine of its own: a panic there is raised again on
+// the delivery's goroutine, whose recovery releases the message, and does
+// not end the process.
+func TestQuarantineReadPanicIsTheDeliverys(t *testing.T) {
+	t.Parallel()
+	js, topo, _ := outcomesEnv(t)
+	r := stageRuntime(t, nil, nil)
+	r.js, r.topo, r.outcomes = js, topo, NewOutcomes(js, topo)
+	r.dlq = nil // its read panics (a nil writer)
+	st := stageState(r, 2)
+	_, done := r.decode(requestMsg(t, nil, nil), st)
+	require.False(t, done)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		r.endedEarlier(ctx, st)
+	}()
+	require.NotNil(t, p, "the read's panic is raised on the delivery's goroutine")
+	require.Contains(t, p, "quarantine record read")
+}
