@@ -28,7 +28,7 @@ import (
 func (r *Runtime) begin(ctx context.Context, st *attemptState) (ending, bool) {
 	// The successor of a delivery this replica retried skips the lookups
 	// (ownRetries says why), unless the ledger turns out to know nothing.
-	own := st.delivery.Delivered > 1 && r.retried.take(st.delivery, r.now(), r.reconnects())
+	own := st.delivery.Delivered > 1 && r.retried.take(st.delivery, r.now())
 	if !own {
 		if end, done := r.endedEarlier(ctx, st); done {
 			return end, true
@@ -68,6 +68,7 @@ func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, b
 		return ending{}, false
 	}
 	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	found := make(chan quarantineFound, 1)
 	go func() {
 		// A panic of the read is the delivery's, as when it ran inline:
@@ -84,7 +85,6 @@ func (r *Runtime) endedEarlier(ctx context.Context, st *attemptState) (ending, b
 		cancel() // the terminal record decides: the other read is not needed
 	}
 	q := <-found
-	cancel()
 	if q.panicked != nil {
 		panic(q.panicked)
 	}

@@ -231,8 +231,8 @@ func (r *Runtime) retryAfter(st *attemptState, delay time.Duration) error {
 		delay -= r.retryLead(st, delay)
 	}
 	err := st.delivery.RetryAfter(delay)
-	if err == nil && delay <= holdUnder && r.retriesSafe() {
-		r.retried.note(st.delivery, delay, r.now(), r.reconnects())
+	if err == nil && delay <= holdUnder && r.retriesSafe(st.delivery) {
+		r.retried.note(st.delivery, delay, r.now())
 	}
 	return err
 }

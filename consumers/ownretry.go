@@ -25,7 +25,8 @@ import (
 // remembered only where the state cannot go back unseen (retriesSafe): a
 // standalone nats-server holding the requests stream, the one this
 // replica is connected to, so a restart ends the connection; and a retry
-// remembered before a reconnect is never taken after it. A cancel is the
+// is taken only by a successor that came on the same connection
+// (transport.Delivery.Connection). A cancel is the
 // cancel stage's, before begin.
 //
 // A remembered delivery whose successor went to another replica is never
@@ -44,10 +45,10 @@ type ownRetryKey struct {
 type ownRetry struct {
 	delivered uint64    // the delivery that retried
 	expires   time.Time // when its successor no longer counts as prompt
-	// reconnects is the connection's reconnect count when it retried: a
-	// successor received after a reconnect is not taken (the server may
-	// have restarted on an older consumer state).
-	reconnects uint64
+	// connection is the retried delivery's (transport.Delivery.Connection):
+	// a successor that came on another connection is not taken (the server
+	// may have restarted on an older consumer state in between).
+	connection uint64
 }
 
 const (
@@ -59,9 +60,8 @@ const (
 	ownRetriesMax = 1 << 16
 )
 
-// note remembers that d was given back for a retry due after wait, on a
-// connection that reconnected that many times so far.
-func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Time, reconnects uint64) {
+// note remembers that d was given back for a retry due after wait.
+func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
@@ -73,13 +73,13 @@ func (o *ownRetries) note(d *transport.Delivery, wait time.Duration, now time.Ti
 	if len(o.m) >= ownRetriesMax {
 		return
 	}
-	o.m[ownRetryKey{d.Stream, d.Sequence}] = ownRetry{delivered: d.Delivered, expires: now.Add(wait + ownRetryGrace), reconnects: reconnects}
+	o.m[ownRetryKey{d.Stream, d.Sequence}] = ownRetry{delivered: d.Delivered, expires: now.Add(wait + ownRetryGrace), connection: d.Connection}
 }
 
 // take reports whether d is the delivery that follows one this replica
-// retried, on the same connection (reconnects as at note), and forgets
-// that retry either way.
-func (o *ownRetries) take(d *transport.Delivery, now time.Time, reconnects uint64) bool {
+// retried, come on the same known connection, and forgets that retry
+// either way.
+func (o *ownRetries) take(d *transport.Delivery, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := ownRetryKey{d.Stream, d.Sequence}
@@ -88,7 +88,8 @@ func (o *ownRetries) take(d *transport.Delivery, now time.Time, reconnects uint6
 		return false
 	}
 	delete(o.m, k)
-	return e.delivered+1 == d.Delivered && now.Before(e.expires) && e.reconnects == reconnects
+	return e.delivered+1 == d.Delivered && now.Before(e.expires) &&
+		d.Connection != 0 && e.connection == d.Connection
 }
 
 // sweep drops what expired; it runs at most once per grace period.

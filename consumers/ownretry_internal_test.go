@@ -42,54 +42,66 @@ func TestWaitLeft(t *testing.T) {
 func TestOwnRetries(t *testing.T) {
 	t.Parallel()
 	d := func(seq, delivered uint64) *transport.Delivery {
-		return &transport.Delivery{Stream: "S", Sequence: seq, Delivered: delivered}
+		return &transport.Delivery{Stream: "S", Sequence: seq, Delivered: delivered, Connection: 1}
 	}
 	t.Run("TheNextDeliveryIsTakenOnce", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		require.True(t, o.take(d(7, 2), stageNow.Add(time.Second), 0))
-		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second), 0), "taken once")
+		o.note(d(7, 1), time.Second, stageNow)
+		require.True(t, o.take(d(7, 2), stageNow.Add(time.Second)))
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second)), "taken once")
 	})
 	t.Run("AnotherDeliveryCountIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		require.False(t, o.take(d(7, 3), stageNow, 0), "a delivery went elsewhere in between")
-		require.False(t, o.take(d(7, 2), stageNow, 0), "forgotten by the first take")
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(7, 3), stageNow), "a delivery went elsewhere in between")
+		require.False(t, o.take(d(7, 2), stageNow), "forgotten by the first take")
 	})
 	t.Run("AnotherMessageOrStreamIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		require.False(t, o.take(d(8, 2), stageNow, 0))
-		require.False(t, o.take(&transport.Delivery{Stream: "T", Sequence: 7, Delivered: 2}, stageNow, 0))
-		require.True(t, o.take(d(7, 2), stageNow, 0))
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(8, 2), stageNow))
+		require.False(t, o.take(&transport.Delivery{Stream: "T", Sequence: 7, Delivered: 2}, stageNow))
+		require.True(t, o.take(d(7, 2), stageNow))
 	})
 	t.Run("AfterAReconnectIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		require.False(t, o.take(d(7, 2), stageNow, 1), "the server may have restarted on an older state")
+		o.note(d(7, 1), time.Second, stageNow)
+		next := d(7, 2)
+		next.Connection = 2
+		require.False(t, o.take(next, stageNow), "the server may have restarted on an older state")
+	})
+	t.Run("AnUnknownConnectionIsNot", func(t *testing.T) {
+		t.Parallel()
+		var o ownRetries
+		first := d(7, 1)
+		first.Connection = 0
+		o.note(first, time.Second, stageNow)
+		next := d(7, 2)
+		next.Connection = 0
+		require.False(t, o.take(next, stageNow), "a reconnect came between a pull and its delivery")
 	})
 	t.Run("LateIsNot", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second+ownRetryGrace), 0))
+		o.note(d(7, 1), time.Second, stageNow)
+		require.False(t, o.take(d(7, 2), stageNow.Add(time.Second+ownRetryGrace)))
 	})
 	t.Run("ExpiredAreSwept", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
-		o.note(d(7, 1), time.Second, stageNow, 0)
-		o.note(d(8, 1), time.Second, stageNow.Add(2*ownRetryGrace), 0)
+		o.note(d(7, 1), time.Second, stageNow)
+		o.note(d(8, 1), time.Second, stageNow.Add(2*ownRetryGrace))
 		require.Len(t, o.m, 1)
 	})
 	t.Run("Bounded", func(t *testing.T) {
 		t.Parallel()
 		var o ownRetries
 		for i := range ownRetriesMax + 10 {
-			o.note(d(uint64(i+1), 1), time.Second, stageNow, 0)
+			o.note(d(uint64(i+1), 1), time.Second, stageNow)
 		}
 		require.Len(t, o.m, ownRetriesMax)
 	})
@@ -104,25 +116,25 @@ func TestOwnRetries(t *testing.T) {
 func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name       string
-		noLedger   bool
-		noted      uint64 // the delivery count remembered as retried here (0: none)
-		reconnects uint64 // the connection's reconnect count when it was noted
-		begun      ledger.Begun
-		runs       bool
-		reads      int32
-		finishes   int
+		name        string
+		noLedger    bool
+		noted       uint64 // the delivery count remembered as retried here (0: none)
+		reconnected bool   // the successor came on a later connection than the retried delivery
+		begun       ledger.Begun
+		runs        bool
+		reads       int32
+		finishes    int
 	}{
-		{"a redelivery reads its record and is settled by it", false, 0, 0, ledger.Begun{Attempt: 2}, false, 1, 0},
-		{"the successor of its own retry skips the read", false, 1, 0, ledger.Begun{Attempt: 2}, true, 0, 0},
-		{"a delivery after one elsewhere reads it", false, 2, 0, ledger.Begun{Attempt: 2}, false, 1, 0},
-		{"a step the ledger calls done is settled by its record", false, 1, 0, ledger.Begun{Done: true}, false, 1, 0},
-		{"a ledger that lost the step sends it back to the lookups", false, 1, 0, ledger.Begun{Attempt: 1, Fresh: true}, false, 1, 1},
-		{"a retry noted before a reconnect is not taken", false, 1, 1, ledger.Begun{Attempt: 2}, false, 1, 0},
-		{"without a ledger, a redelivery reads its record", true, 0, 0, ledger.Begun{}, false, 1, 0},
-		{"without a ledger, the successor of its own retry skips the read", true, 1, 0, ledger.Begun{}, true, 0, 0},
-		{"without a ledger, a delivery after one elsewhere reads it", true, 2, 0, ledger.Begun{}, false, 1, 0},
-		{"without a ledger, a retry noted before a reconnect is not taken", true, 1, 1, ledger.Begun{}, false, 1, 0},
+		{"a redelivery reads its record and is settled by it", false, 0, false, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"the successor of its own retry skips the read", false, 1, false, ledger.Begun{Attempt: 2}, true, 0, 0},
+		{"a delivery after one elsewhere reads it", false, 2, false, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"a step the ledger calls done is settled by its record", false, 1, false, ledger.Begun{Done: true}, false, 1, 0},
+		{"a ledger that lost the step sends it back to the lookups", false, 1, false, ledger.Begun{Attempt: 1, Fresh: true}, false, 1, 1},
+		{"a retry noted before a reconnect is not taken", false, 1, true, ledger.Begun{Attempt: 2}, false, 1, 0},
+		{"without a ledger, a redelivery reads its record", true, 0, false, ledger.Begun{}, false, 1, 0},
+		{"without a ledger, the successor of its own retry skips the read", true, 1, false, ledger.Begun{}, true, 0, 0},
+		{"without a ledger, a delivery after one elsewhere reads it", true, 2, false, ledger.Begun{}, false, 1, 0},
+		{"without a ledger, a retry noted before a reconnect is not taken", true, 1, true, ledger.Begun{}, false, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -137,6 +149,10 @@ func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 			r.js, r.topo, r.outcomes = cjs, topo, NewOutcomes(cjs, topo)
 			r.dlq = r.newWriter()
 			st := stageState(r, 2)
+			st.delivery.Connection = 1
+			if c.reconnected {
+				st.delivery.Connection = 2
+			}
 			_, done := r.decode(requestMsg(t, nil, nil), st)
 			require.False(t, done)
 			rec := &schemas.OutcomeEvent{SchemaVersion: schemas.Version, Outcome: schemas.OutcomeSucceeded, Persona: "p",
@@ -144,7 +160,7 @@ func TestOwnRetrySkipsTheRedeliveryLookups(t *testing.T) {
 			_, _, err := direct.create(context.Background(), rec)
 			require.NoError(t, err)
 			if c.noted > 0 {
-				r.retried.note(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: c.noted}, time.Second, stageNow, c.reconnects)
+				r.retried.note(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: c.noted, Connection: 1}, time.Second, stageNow)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -187,13 +203,14 @@ func TestRetryAfterRemembersOnlyHeldRetries(t *testing.T) {
 			r.js, r.topo = js, topo
 			if !c.here {
 				// As when the server is another one than the stream's.
-				r.site.known, r.site.server = true, "another-server"
+				r.site.known, r.site.connection, r.site.server = true, 1, "another-server"
 			}
 			st := stageState(r, 1)
+			st.delivery.Connection = 1 // the test connection's, never reconnected
 			p := stagePolicy()
 			st.invoked, st.attempt, st.policy = true, retry.Attempt{Number: 1, At: stageNow}, &p
 			require.NoError(t, r.retryAfter(st, c.delay))
-			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2}, stageNow, r.reconnects()))
+			require.Equal(t, c.noted, r.retried.take(&transport.Delivery{Stream: "S", Sequence: 7, Delivered: 2, Connection: 1}, stageNow))
 		})
 	}
 }

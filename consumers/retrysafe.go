@@ -7,26 +7,23 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/personaq/personaq/consumers/transport"
 )
 
 // Where a retry this replica serves itself may skip its successor's
 // lookups (ownRetries): with a ledger, anywhere; without one, only where a
 // delivery count cannot repeat without this replica seeing it.
 
-// retriesSafe reports whether a retry given back now is remembered for its
-// successor: with a ledger always; without one, when the requests stream
-// is stored by the standalone nats-server this connection is to now.
-func (r *Runtime) retriesSafe() bool {
-	return r.ledger != nil || r.site.here(r.js, r.topo, time.Now())
-}
-
-// reconnects is how many times the runtime's connection reconnected: a
-// retry remembered before a reconnect is not taken after it.
-func (r *Runtime) reconnects() uint64 {
-	if r.js == nil || r.js.Conn() == nil { // a runtime built for a test of its stages
-		return 0
+// retriesSafe reports whether d, given back now for a retry, is remembered
+// for its successor: with a ledger always; without one, when d came on the
+// connection this replica has now, to the standalone nats-server that
+// stores the requests stream.
+func (r *Runtime) retriesSafe(d *transport.Delivery) bool {
+	if r.ledger != nil {
+		return true
 	}
-	return r.js.Conn().Stats().Reconnects
+	return d.Connection != 0 && r.site.here(r.js, r.topo, d.Connection, time.Now())
 }
 
 // storeSite is what this replica knows of where the requests stream is
@@ -35,7 +32,7 @@ func (r *Runtime) reconnects() uint64 {
 type storeSite struct {
 	mu         sync.Mutex
 	known      bool
-	reconnects uint64    // the connection's reconnect count when read
+	connection uint64    // the connection it was read on (transport.Delivery.Connection)
 	server     string    // requestsServer's answer then
 	retryAt    time.Time // after a failed read, when to read again
 }
@@ -48,16 +45,20 @@ const (
 )
 
 // here reports whether the requests stream of t is stored by the
-// standalone server js's connection is to now (requestsServer).
-func (s *storeSite) here(js jetstream.JetStream, t Topology, now time.Time) bool {
+// standalone server js's connection is to now (requestsServer), and that
+// connection is conn (transport.Delivery.Connection; 0: any).
+func (s *storeSite) here(js jetstream.JetStream, t Topology, conn uint64, now time.Time) bool {
 	if js == nil || js.Conn() == nil {
 		return false
 	}
 	nc := js.Conn()
-	n := nc.Stats().Reconnects
+	n := nc.Stats().Reconnects + 1
+	if conn != 0 && conn != n {
+		return false // the delivery came on an earlier connection
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.known || s.reconnects != n {
+	if !s.known || s.connection != n {
 		if now.Before(s.retryAt) {
 			return false
 		}
@@ -68,7 +69,7 @@ func (s *storeSite) here(js jetstream.JetStream, t Topology, now time.Time) bool
 			s.known, s.retryAt = false, now.Add(siteRetry)
 			return false
 		}
-		s.known, s.reconnects, s.server = true, n, server
+		s.known, s.connection, s.server = true, n, server
 	}
 	return s.server != "" && nc.ConnectedServerName() == s.server && nc.ConnectedClusterName() == ""
 }

@@ -41,23 +41,25 @@ func TestRetriesAreRememberedOnlyOnTheirOwnServer(t *testing.T) {
 
 	r := stageRuntimeLedger(t, false)
 	r.js, r.topo = js, topo
-	require.True(t, r.retriesSafe())
-	d := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 1}
-	r.retried.note(d, time.Second, stageNow, r.reconnects())
+	d := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 1, Connection: 1}
+	require.True(t, r.retriesSafe(d))
+	require.False(t, r.retriesSafe(&transport.Delivery{Connection: 0}), "a reconnect between its pull and its receipt")
+	r.retried.note(d, time.Second, stageNow)
 
 	before := n.Server.Name()
 	n.Restart(t)
 	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, uint64(1), r.reconnects())
-	next := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 2}
-	require.False(t, r.retried.take(next, stageNow, r.reconnects()), "remembered before the server restarted")
+	require.Equal(t, uint64(1), nc.Stats().Reconnects)
+	next := &transport.Delivery{Stream: topo.RequestsStream, Sequence: 7, Delivered: 2, Connection: 2}
+	require.False(t, r.retried.take(next, stageNow), "remembered before the server restarted")
+	require.False(t, r.retriesSafe(d), "a delivery of the connection before the restart")
 	require.NotEqual(t, before, n.Server.Name(), "a server without a configured name gets a new one at each start")
-	require.True(t, r.retriesSafe(), "where the stream is stored is read again after the reconnect")
+	require.True(t, r.retriesSafe(next), "where the stream is stored is read again after the reconnect")
 
 	n.Stop()
 	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
 	var s storeSite
-	require.False(t, s.here(js, topo, stageNow), "unreadable: not remembered")
+	require.False(t, s.here(js, topo, 0, stageNow), "unreadable: not remembered")
 	require.False(t, s.known)
 	require.Equal(t, stageNow.Add(siteRetry), s.retryAt, "read again only after a pause")
 }

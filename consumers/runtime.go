@@ -360,7 +360,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.Provision(ctx); err != nil {
 		return err
 	}
-	r.retriesSafe() // read where the requests are stored before the first retry needs it
+	if r.ledger == nil { // read where the requests are stored before the first retry needs it
+		r.site.here(r.js, r.topo, 0, time.Now())
+	}
 	stopDurability, err := r.startDurability(ctx)
 	if err != nil {
 		return err

@@ -30,6 +30,13 @@ type Delivery struct {
 	Delivered uint64
 	Published time.Time
 	Received  time.Time
+	// Connection names the client connection the delivery came on: its
+	// reconnect count plus one, the same when the pull that brought the
+	// delivery was sent and when the delivery was received; 0 when a
+	// reconnect came in between (or outside a Subscriber). Two deliveries
+	// with the same non-zero Connection came with no reconnect between them,
+	// so no restart of the server they came from.
+	Connection uint64
 
 	// claim is this replica's hold on the message (nil outside a Subscriber).
 	claim *claim

@@ -161,6 +161,7 @@ func (s *subscription) release(n int) {
 func (s *subscription) fetch(ctx context.Context, n int) int {
 	// One pull brings at most maxBatch: a huge batch would leave its tail
 	// waiting (AckWait running) while the head is dispatched.
+	conn := s.connection()
 	batch, err := s.cons.Fetch(min(n, maxBatch), jetstream.FetchMaxWait(s.cfg.FetchMaxWait))
 	if err != nil {
 		s.log.Warn().Err(err).Msg("fetch failed; retrying")
@@ -173,7 +174,10 @@ func (s *subscription) fetch(ctx context.Context, n int) int {
 		// Heartbeats cover the message from receipt, not from dispatch.
 		msgCtx, cancel := context.WithCancelCause(s.runCtx)
 		c := newClaim(s.ackWait(), time.Now(), cancel)
-		s.dispatch(ctx, msgCtx, m, c, s.inflight.add(refOf(m), c))
+		if s.connection() != conn {
+			conn = 0 // a reconnect since the pull: this batch's connection is not known
+		}
+		s.dispatch(ctx, msgCtx, m, c, s.inflight.add(refOf(m), c), conn)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn().Err(err).Msg("fetch ended with an error")
@@ -182,10 +186,16 @@ func (s *subscription) fetch(ctx context.Context, n int) int {
 	return got
 }
 
+// connection is the client connection's reconnect count plus one
+// (Delivery.Connection).
+func (s *subscription) connection() uint64 {
+	return s.cfg.JetStream.Conn().Stats().Reconnects + 1
+}
+
 // dispatch hands one message, with its context msgCtx, to the router and
 // starts its settler. A message fetched once the fetch loop's ctx ended
 // (stopping) is released at once.
-func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c *claim, id uint64) {
+func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c *claim, id, conn uint64) {
 	d, err := newDelivery(m, time.Now())
 	if err != nil {
 		s.log.Error().Err(err).Msg("message without JetStream metadata; releasing")
@@ -195,7 +205,7 @@ func (s *subscription) dispatch(ctx, msgCtx context.Context, m jetstream.Msg, c 
 		s.release(1)
 		return
 	}
-	d.claim = c
+	d.claim, d.Connection = c, conn
 	if s.cfg.KeepMsg {
 		d.Msg = m
 	}
