@@ -45,7 +45,8 @@ func TestDeliveryNamesItsConnection(t *testing.T) {
 	require.Equal(t, a.Connection, b.Connection, "no reconnect between them")
 
 	n.Restart(t)
-	require.Eventually(t, js.Conn().IsConnected, 10*time.Second, 10*time.Millisecond)
+	nc := js.Conn()
+	require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool {
 		return pub.Publish(topo.RequestSubject("conn"), message.NewMessage("c-3", []byte(`{}`))) == nil
 	}, 10*time.Second, 100*time.Millisecond)
