@@ -183,17 +183,18 @@ func (d *driver) shutdown() {
 	}
 }
 
-// serverPIDs are the servers whose CPU a system's trial reports.
-func (d *driver) serverPIDs(system string, nats *serverProc) []int {
+// serversOf are the servers whose CPU a system's trial reports, by name
+// and pid.
+func (d *driver) serversOf(system string, nats *serverProc) (names []string, pids []int) {
 	switch system {
 	case "asynq":
-		return []int{d.redis.pid()}
+		return []string{"redis"}, []int{d.redis.pid()}
 	case "river-default", "river-tuned":
-		return []int{d.pg.pid()}
+		return []string{"postgres"}, []int{d.pg.pid()}
 	case "personaq":
-		return []int{nats.pid(), d.redis.pid()}
+		return []string{"nats", "redis"}, []int{nats.pid(), d.redis.pid()}
 	default: // personaq-noledger
-		return []int{nats.pid()}
+		return []string{"nats"}, []int{nats.pid()}
 	}
 }
 
@@ -201,8 +202,9 @@ func (d *driver) serverPIDs(system string, nats *serverProc) []int {
 func (d *driver) trial(ctx context.Context, system, kase string, jobs, workers int, cpuprofile, natsURL string) (*trialResult, error) {
 	d.trials++
 	nats := d.nats
+	names, each := d.serversOf(system, nats)
 	var pids []string
-	for _, pid := range d.serverPIDs(system, nats) {
+	for _, pid := range each {
 		pids = append(pids, strconv.Itoa(pid))
 	}
 	args := []string{"trial", "-system", system, "-case", kase,
@@ -222,6 +224,7 @@ func (d *driver) trial(ctx context.Context, system, kase string, jobs, workers i
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("trial %s %s: %w (output %q)", system, kase, err, out.String())
 	}
+	res.servers = names
 	return &res, nil
 }
 
@@ -270,8 +273,8 @@ func (d *driver) profile(ctx context.Context, root, system, path string, jobs, w
 
 func summary(r *trialResult) string {
 	if r.Case == caseThroughput {
-		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s, first job after %.0f ms",
-			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs), 1000*r.FirstJob)
+		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s (%s), first job after %.0f ms",
+			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs), r.eachServer(), 1000*r.FirstJob)
 	}
 	s := sortedCopy(r.Lateness)
 	return fmt.Sprintf("retry lateness p50 %.1f ms, p99 %.1f ms, min %.1f ms (%d retries)",

@@ -42,20 +42,20 @@ func readProcStat(pid int) procStat {
 	return procStat{ppid: ppid, utime: num(14), stime: num(15), cutime: num(16), cstime: num(17), ok: true}
 }
 
-// serversCPU is the CPU time (user+sys, seconds) of the given server
-// processes: each one's own threads, its children still running (the
-// PostgreSQL backends and background processes under the postmaster) and
-// the children it has already waited for (cutime+cstime).
-func serversCPU(pids []int) float64 {
+// serversCPU is the CPU time (user+sys, seconds) of each of the given
+// server processes, in their order: its own threads, its children still
+// running (the PostgreSQL backends and background processes under the
+// postmaster) and the children it has already waited for (cutime+cstime).
+func serversCPU(pids []int) []float64 {
 	if len(pids) == 0 {
-		return 0
+		return nil
 	}
-	want := make(map[int]bool, len(pids))
-	var total float64
-	for _, pid := range pids {
-		want[pid] = true
+	each := make([]float64, len(pids))
+	index := make(map[int]int, len(pids))
+	for i, pid := range pids {
+		index[pid] = i
 		st := readProcStat(pid)
-		total += st.utime + st.stime + st.cutime + st.cstime
+		each[i] = st.utime + st.stime + st.cutime + st.cstime
 	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -63,9 +63,11 @@ func serversCPU(pids []int) float64 {
 		if err != nil {
 			continue
 		}
-		if st := readProcStat(pid); st.ok && want[st.ppid] {
-			total += st.utime + st.stime
+		if st := readProcStat(pid); st.ok {
+			if i, ok := index[st.ppid]; ok {
+				each[i] += st.utime + st.stime
+			}
 		}
 	}
-	return total
+	return each
 }
