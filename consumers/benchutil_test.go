@@ -125,6 +125,12 @@ func (e *benchEnv) benchTopology(b *testing.B) wire.Topology {
 // its scripts loaded so no EVALSHA falls back to EVAL while timed.
 func (e *benchEnv) benchLedger(b *testing.B) consumers.Ledger {
 	b.Helper()
+	return e.benchRedisLedger(b)
+}
+
+// benchRedisLedger is benchLedger's ledger as its own type.
+func (e *benchEnv) benchRedisLedger(b *testing.B) *ledger.Ledger {
+	b.Helper()
 	l, err := ledger.New(ledger.Config{Client: e.redis.Client(b), Prefix: "bench" + strconv.FormatInt(e.runs.Add(1), 10)})
 	if err != nil {
 		b.Fatal(err)

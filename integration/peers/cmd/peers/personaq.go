@@ -40,6 +40,8 @@ type personaqQueueImpl struct {
 	rt      *consumers.Runtime
 	cancel  context.CancelFunc
 	done    chan error
+	// encoded, when set, is given each request enqueue publishes.
+	encoded func(data []byte)
 }
 
 func openPersonaqLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
@@ -51,32 +53,10 @@ func openPersonaqNoLedger(ctx context.Context, tc trialConfig, h handlerFunc) (q
 }
 
 func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger bool) (queue, error) {
-	q := &personaqQueueImpl{}
-	var err error
-	if q.pub, err = nats.Connect(tc.natsURL); err != nil {
-		return nil, err
-	}
-	if q.nc, err = nats.Connect(tc.natsURL); err != nil { // the runtime's own connection
-		q.close()
-		return nil, err
-	}
-	if q.js, err = jetstream.New(q.pub); err != nil {
-		q.close()
-		return nil, err
-	}
-	rjs, err := jetstream.New(q.nc)
+	q, rjs, l, err := dialPersonaq(ctx, tc, withLedger)
 	if err != nil {
-		q.close()
 		return nil, err
 	}
-	p := strings.ToUpper(strings.ReplaceAll(tc.id, "-", "_"))
-	q.topo = wire.Topology{
-		RequestsStream: p + "_REQUESTS", RequestsPrefix: tc.id + ".requests",
-		QuarantineStream: p + "_QUARANTINE", QuarantinePrefix: tc.id + ".quarantine",
-		OutcomesStream: p + "_OUTCOMES", OutcomesPrefix: tc.id + ".outcomes",
-		AttemptsStream: p + "_ATTEMPTS", AttemptsPrefix: tc.id + ".attempts",
-		OutputsBucket: p + "_OUTPUTS", Storage: jetstream.FileStorage,
-	}.WithDefaults()
 	handler := handlers.Func(func(_ context.Context, req *handlers.Request) (handlers.Result, error) {
 		if err := h(req.Message.TaskID, req.Attempt); err != nil {
 			return handlers.Result{}, handlers.After(retryDelay, err)
@@ -85,29 +65,12 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 	})
 	logger := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	cfg := consumers.Config{
-		JetStream: rjs, Topology: q.topo, Logger: &logger, WithoutLedger: !withLedger,
+		JetStream: rjs, Topology: q.topo, Logger: &logger, Ledger: l, WithoutLedger: !withLedger,
 		Personas: []consumers.Persona{{
 			Name: personaqPersona, Handler: handler,
 			Policy:      retry.Policy{Name: "peers", MaxAttempts: 3, AttemptTimeout: 10 * time.Second, Schedule: retry.Fixed{Every: retryDelay}},
-			Concurrency: tc.workers, MaxReplicas: 4, AckWait: 30 * time.Second,
+			Concurrency: tc.workers, MaxReplicas: personaqReplicas, AckWait: personaqAckWait,
 		}},
-	}
-	if withLedger {
-		q.rdb = redis.NewClient(&redis.Options{Addr: tc.redisAddr})
-		if err := q.rdb.FlushAll(ctx).Err(); err != nil {
-			q.close()
-			return nil, err
-		}
-		l, err := ledger.New(ledger.Config{Client: q.rdb, Prefix: tc.id})
-		if err != nil {
-			q.close()
-			return nil, err
-		}
-		if err := warmLedger(ctx, l); err != nil {
-			q.close()
-			return nil, err
-		}
-		cfg.Ledger = l
 	}
 	if q.rt, err = consumers.New(cfg); err != nil {
 		q.close()
@@ -118,6 +81,60 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 		return nil, err
 	}
 	return q, nil
+}
+
+// The persona's consumer settings (BenchmarkPipeline's).
+const (
+	personaqReplicas = 4
+	personaqAckWait  = 30 * time.Second
+)
+
+// dialPersonaq opens the publishing connection and the consumer's own
+// (returned as rjs), names the trial's streams and, withLedger, opens the
+// ledger on a flushed Redis and warms it.
+func dialPersonaq(ctx context.Context, tc trialConfig, withLedger bool) (*personaqQueueImpl, jetstream.JetStream, *ledger.Ledger, error) {
+	q := &personaqQueueImpl{}
+	fail := func(err error) (*personaqQueueImpl, jetstream.JetStream, *ledger.Ledger, error) {
+		q.close()
+		return nil, nil, nil, err
+	}
+	var err error
+	if q.pub, err = nats.Connect(tc.natsURL); err != nil {
+		return fail(err)
+	}
+	if q.nc, err = nats.Connect(tc.natsURL); err != nil {
+		return fail(err)
+	}
+	if q.js, err = jetstream.New(q.pub); err != nil {
+		return fail(err)
+	}
+	rjs, err := jetstream.New(q.nc)
+	if err != nil {
+		return fail(err)
+	}
+	p := strings.ToUpper(strings.ReplaceAll(tc.id, "-", "_"))
+	q.topo = wire.Topology{
+		RequestsStream: p + "_REQUESTS", RequestsPrefix: tc.id + ".requests",
+		QuarantineStream: p + "_QUARANTINE", QuarantinePrefix: tc.id + ".quarantine",
+		OutcomesStream: p + "_OUTCOMES", OutcomesPrefix: tc.id + ".outcomes",
+		AttemptsStream: p + "_ATTEMPTS", AttemptsPrefix: tc.id + ".attempts",
+		OutputsBucket: p + "_OUTPUTS", Storage: jetstream.FileStorage,
+	}.WithDefaults()
+	if !withLedger {
+		return q, rjs, nil, nil
+	}
+	q.rdb = redis.NewClient(&redis.Options{Addr: tc.redisAddr})
+	if err := q.rdb.FlushAll(ctx).Err(); err != nil {
+		return fail(err)
+	}
+	l, err := ledger.New(ledger.Config{Client: q.rdb, Prefix: tc.id})
+	if err != nil {
+		return fail(err)
+	}
+	if err := warmLedger(ctx, l); err != nil {
+		return fail(err)
+	}
+	return q, rjs, l, nil
 }
 
 // warmLedger runs one Begin/Finish so the ledger's scripts are loaded
@@ -165,6 +182,9 @@ func (q *personaqQueueImpl) enqueue(ctx context.Context, ids []string) error {
 		data, err := schemas.Encode(req)
 		if err != nil {
 			return err
+		}
+		if q.encoded != nil {
+			q.encoded(data)
 		}
 		m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 		m.Header.Set(jetstream.MsgIDHeader, req.RequestID)

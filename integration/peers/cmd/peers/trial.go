@@ -116,6 +116,9 @@ var systems = map[string]openFunc{
 	"river-tuned":       openRiverTuned,
 	"personaq":          openPersonaqLedger,
 	"personaq-noledger": openPersonaqNoLedger,
+	// Throughput only (see floorQueue).
+	"personaq-floor":          openFloorLedger,
+	"personaq-floor-noledger": openFloorNoLedger,
 }
 
 func trialMain(args []string) error {
