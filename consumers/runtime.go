@@ -269,6 +269,12 @@ func validate(cfg Config) error {
 	if cfg.Ledger == nil && !cfg.WithoutLedger {
 		return fmt.Errorf("%w: ledger: required (attempt limits across replicas, history, plateau detection); set WithoutLedger to count attempts by deliveries alone", ErrInvalidConfig)
 	}
+	if l, ok := cfg.Ledger.(*ledger.Ledger); ok && l == nil {
+		return fmt.Errorf("%w: ledger: a nil *ledger.Ledger; leave Ledger unset (with WithoutLedger) or give an opened one", ErrInvalidConfig)
+	}
+	if cfg.Ledger != nil && cfg.WithoutLedger {
+		return fmt.Errorf("%w: ledger: set together with WithoutLedger; give one or the other", ErrInvalidConfig)
+	}
 	if len(cfg.Personas) == 0 {
 		return fmt.Errorf("%w: personas: at least one is required", ErrInvalidConfig)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/personaq/personaq/consumers"
+	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/handlers"
 	"github.com/personaq/personaq/schemas"
 )
@@ -263,18 +264,39 @@ func TestRuntimeDrainLetsInFlightWorkFinish(t *testing.T) {
 }
 
 // A runtime without an attempt ledger is a choice, never a default: New
-// refuses the missing ledger by name unless WithoutLedger says so.
+// refuses the missing ledger by name unless WithoutLedger says so, and
+// refuses a ledger that is not one (a nil *ledger.Ledger, which Run would
+// dereference) or that contradicts WithoutLedger.
 func TestNewRequiresALedgerOrSayingSo(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, false)
+	h := newHarness(t, true)
 	p := persona("p", handlers.Func(func(context.Context, *handlers.Request) (handlers.Result, error) {
 		return handlers.Result{}, nil
 	}), fastPolicy(2))
-	_, err := consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}})
-	require.ErrorIs(t, err, consumers.ErrInvalidConfig)
-	require.ErrorContains(t, err, "ledger: required")
-	_, err = consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}, WithoutLedger: true})
-	require.NoError(t, err)
+	var nilLedger *ledger.Ledger
+	for _, c := range []struct {
+		name    string
+		led     consumers.Ledger
+		without bool
+		refused string // "" = accepted
+	}{
+		{"no ledger", nil, false, "ledger: required"},
+		{"no ledger, on purpose", nil, true, ""},
+		{"a ledger", h.ledger, false, ""},
+		{"a nil *ledger.Ledger", nilLedger, false, "ledger: a nil *ledger.Ledger"},
+		{"a nil *ledger.Ledger, without", nilLedger, true, "ledger: a nil *ledger.Ledger"},
+		{"a ledger and WithoutLedger", h.ledger, true, "ledger: set together with WithoutLedger"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := consumers.New(consumers.Config{JetStream: h.js, Personas: []consumers.Persona{p}, Ledger: c.led, WithoutLedger: c.without})
+			if c.refused == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, consumers.ErrInvalidConfig)
+			require.ErrorContains(t, err, c.refused)
+		})
+	}
 }
 
 // HandlerMiddleware wraps every persona's handler, the first listed

@@ -65,12 +65,15 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 	})
 	logger := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	cfg := consumers.Config{
-		JetStream: rjs, Topology: q.topo, Logger: &logger, Ledger: l, WithoutLedger: !withLedger,
+		JetStream: rjs, Topology: q.topo, Logger: &logger, WithoutLedger: !withLedger,
 		Personas: []consumers.Persona{{
 			Name: personaqPersona, Handler: handler,
 			Policy:      retry.Policy{Name: "peers", MaxAttempts: 3, AttemptTimeout: 10 * time.Second, Schedule: retry.Fixed{Every: retryDelay}},
 			Concurrency: tc.workers, MaxReplicas: personaqReplicas, AckWait: personaqAckWait,
 		}},
+	}
+	if l != nil { // not a nil *ledger.Ledger in the interface
+		cfg.Ledger = l
 	}
 	if q.rt, err = consumers.New(cfg); err != nil {
 		q.close()
