@@ -54,6 +54,7 @@ bench: ## benchmarks behind BENCHMARKS.md (needs redis-server; ~20 min)
 	$(GO) test -run='^$$' -bench='^BenchmarkLongPolls10k$$' -benchtime=1x -count=1 -timeout 30m ./cmd/api/
 	$(GO) test -run='^$$' -bench='^BenchmarkLiveOutput$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
 	$(GO) test -run='^$$' -bench='^BenchmarkPipelineFsyncs$$' -benchtime=1x -count=1 -timeout 30m ./consumers/
+	$(GO) test -run='^$$' -bench='^BenchmarkPipelineFloor$$' -benchtime=1x -count=3 -timeout 30m ./consumers/
 
 bench-containers: images ## benchmarks on real containers behind BENCHMARKS.md (needs Docker; ~8 min)
 	$(GO) test -tags integration -run='^$$' -bench='^BenchmarkReplicaSlowInFlightContainer$$' -benchtime=1x -count=2 -timeout 25m ./integration/

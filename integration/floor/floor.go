@@ -62,6 +62,11 @@ type Config struct {
 	Events bool
 	// Ledger, when set, begins and finishes each attempt in it.
 	Ledger *ledger.Ledger
+	// WithoutFinish, with a Ledger, begins each attempt and never
+	// finishes it: not a contract a runtime may keep (the attempt stays
+	// leased and uncounted until its lease ends), only a measure of what
+	// the Finish round trip costs.
+	WithoutFinish bool
 	// LeaseTTL is the attempt's lease (with a Ledger); default 30 s.
 	LeaseTTL time.Duration
 	// Settled is called once per request, after its ack (or its failure),
@@ -248,7 +253,7 @@ func (l *Loop) handle(id string) (*Request, error) {
 			return nil, fmt.Errorf("floor: event: %w", err)
 		}
 	}
-	if led := l.cfg.Ledger; led != nil {
+	if led := l.cfg.Ledger; led != nil && !l.cfg.WithoutFinish {
 		a := retry.Attempt{Number: 1, Class: retry.ClassSucceeded}
 		if err := led.Finish(ctx, p.key, a, ledger.FinishOptions{Counted: true, Succeeded: true, RequestID: p.id, Lease: lease}); err != nil {
 			return nil, fmt.Errorf("floor: finish: %w", err)

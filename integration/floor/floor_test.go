@@ -104,10 +104,12 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		events, ledger bool
+		withoutFinish  bool
 	}{
-		{"record", false, false},
-		{"events", true, false},
-		{"events_ledger", true, true},
+		{"record", false, false, false},
+		{"events", true, false, false},
+		{"events_ledger", true, true, false},
+		{"events_ledger_without_finish", true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testenv.StartNATS(t)
@@ -129,7 +131,7 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 			s := newSettled(count)
 			l, err := floor.Start(context.Background(), floor.Config{
 				JetStream: n.JetStream(t), Topology: topo, Persona: persona, Workers: 8,
-				Events: tc.events, Ledger: led, Settled: s.settled,
+				Events: tc.events, Ledger: led, WithoutFinish: tc.withoutFinish, Settled: s.settled,
 			}, reqs)
 			if err != nil {
 				t.Fatal(err)
@@ -159,9 +161,14 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bg, err := led.Begin(context.Background(), ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID}, req.RequestID)
-				if err != nil || !bg.Done {
-					t.Errorf("ledger after the loop: done %v (%v), want the step done", bg.Done, err)
+				bg, err := led.Begin(context.Background(), ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID}, req.RequestID, ledger.WithLease(time.Minute))
+				switch {
+				case err != nil:
+					t.Errorf("ledger after the loop: %v", err)
+				case tc.withoutFinish && !(bg.Busy && bg.BusyAttempt == 1):
+					t.Errorf("ledger after the loop without Finish: busy %v attempt %d, want attempt 1 still leased", bg.Busy, bg.BusyAttempt)
+				case !tc.withoutFinish && !bg.Done:
+					t.Errorf("ledger after the loop: done %v, want the step done", bg.Done)
 				}
 			}
 		})

@@ -30,14 +30,21 @@ type floorQueue struct {
 }
 
 func openFloorLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
-	return openFloor(ctx, tc, h, true)
+	return openFloor(ctx, tc, h, true, false)
 }
 
 func openFloorNoLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
-	return openFloor(ctx, tc, h, false)
+	return openFloor(ctx, tc, h, false, false)
 }
 
-func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, withLedger bool) (queue, error) {
+// openFloorWithoutFinish is personaq-floor without the ledger's Finish
+// (floor.Config.WithoutFinish): not a contract, a measure of what that
+// round trip costs. Not in the default -systems.
+func openFloorWithoutFinish(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
+	return openFloor(ctx, tc, h, true, true)
+}
+
+func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, withLedger, withoutFinish bool) (queue, error) {
 	if tc.kase != caseThroughput {
 		return nil, fmt.Errorf("%s runs the throughput case only (its loop never fails a job)", tc.system)
 	}
@@ -53,7 +60,7 @@ func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, withLedger bo
 	}
 	f.cfg = floor.Config{
 		JetStream: rjs, Topology: q.topo, Persona: personaqPersona, Workers: tc.workers,
-		Events: true, Ledger: l, LeaseTTL: personaqAckWait,
+		Events: true, Ledger: l, WithoutFinish: withoutFinish, LeaseTTL: personaqAckWait,
 		// The handler is called once a request is acked: the trial
 		// counts settled jobs through it.
 		Settled: f.settled,

@@ -119,6 +119,7 @@ var systems = map[string]openFunc{
 	// Throughput only (see floorQueue).
 	"personaq-floor":          openFloorLedger,
 	"personaq-floor-noledger": openFloorNoLedger,
+	"personaq-floor-nofinish": openFloorWithoutFinish,
 }
 
 func trialMain(args []string) error {
