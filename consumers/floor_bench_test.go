@@ -26,6 +26,17 @@ type floorMode struct {
 	ledger bool // Begin and Finish the attempt in the Redis ledger
 }
 
+// benchServerInMsgs is the messages the in-process server has received
+// from its clients so far.
+func benchServerInMsgs(b *testing.B, e *benchEnv) int64 {
+	b.Helper()
+	v, err := e.nats.Server.Varz(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v.InMsgs
+}
+
 // benchFloor runs the floor loop over n pre-published requests and returns
 // the time from starting the loop until every request is acked and the
 // requests stream has nothing unsettled.
@@ -90,9 +101,10 @@ func benchFloor(b *testing.B, e *benchEnv, n int, mode floorMode) time.Duration 
 // BenchmarkPipelineFloor runs, on one server and back to back, the raw
 // Ack loop (the memory target's baseline), the floor loop in its four
 // modes and the runtime (ledger off, then on), benchRatioN requests each,
-// and reports each loop's rate and its ratio to the raw Ack loop, and the
+// and reports each loop's rate and its ratio to the raw Ack loop, the
 // runtime's rate as a fraction of the floor with the same writes (events
-// on: the runtime publishes them by default).
+// on: the runtime publishes them by default), and the messages the server
+// received per request in each loop.
 //
 //	go test -run='^$' -bench='^BenchmarkPipelineFloor$' -benchtime=1x -count=3 ./consumers/
 func BenchmarkPipelineFloor(b *testing.B) {
@@ -111,15 +123,28 @@ func BenchmarkPipelineFloor(b *testing.B) {
 			}
 			var raw, off, led time.Duration
 			floors := make([]time.Duration, len(modes))
+			// msgs counts the messages the server received during each
+			// loop (the requests' own publishes and the set-up included),
+			// by loop name.
+			msgs := map[string]int64{}
+			counted := func(name string, run func() time.Duration) time.Duration {
+				before := benchServerInMsgs(b, e)
+				took := run()
+				msgs[name] += benchServerInMsgs(b, e) - before
+				return took
+			}
 			for range b.N {
-				raw += benchRaw(b, e, benchRatioN, benchAck)
+				raw += counted("raw_ack", func() time.Duration { return benchRaw(b, e, benchRatioN, benchAck) })
 				for i, m := range modes {
-					floors[i] += benchFloor(b, e, benchRatioN, m.mode)
+					floors[i] += counted(m.name, func() time.Duration { return benchFloor(b, e, benchRatioN, m.mode) })
 				}
-				off += benchPipeline(b, e, benchRatioN, false).took
-				led += benchPipeline(b, e, benchRatioN, true).took
+				off += counted("runtime_ledger_off", func() time.Duration { return benchPipeline(b, e, benchRatioN, false).took })
+				led += counted("runtime_ledger", func() time.Duration { return benchPipeline(b, e, benchRatioN, true).took })
 			}
 			n := benchRatioN * b.N
+			for name, m := range msgs {
+				b.ReportMetric(float64(m)/float64(n), name+"_server_in_msgs/req")
+			}
 			b.ReportMetric(benchRate(n, raw), "raw_ack_msgs/s")
 			for i, m := range modes {
 				b.ReportMetric(raw.Seconds()/floors[i].Seconds(), m.name+"_ratio")
