@@ -78,7 +78,7 @@ type RecordWriter func(ctx context.Context, msg *nats.Msg, filter string) error
 // through write (nil: published alone, repeated while a cluster elects a
 // leader). It returns the record that stands and whether it is ev.
 func (s *Outcomes) Create(ctx context.Context, ev *schemas.OutcomeEvent, write RecordWriter) (*schemas.OutcomeEvent, bool, error) {
-	msg, filter, err := s.recordMsg(ev)
+	msg, filter, err := RecordMsg(s.topo, ev)
 	if err != nil {
 		return nil, false, err
 	}
@@ -101,16 +101,17 @@ func (s *Outcomes) Create(ctx context.Context, ev *schemas.OutcomeEvent, write R
 	return stored, sameRecord(stored, ev), nil
 }
 
-// recordMsg is ev's message, with its create-once expectation: no record
-// yet on any outcome subject of the request (filter).
-func (s *Outcomes) recordMsg(ev *schemas.OutcomeEvent) (msg *nats.Msg, filter string, err error) {
+// RecordMsg is ev's terminal record as the runtime publishes it on topo,
+// with its create-once expectation: no record yet on any outcome subject
+// of the request (filter).
+func RecordMsg(topo Topology, ev *schemas.OutcomeEvent) (msg *nats.Msg, filter string, err error) {
 	data, err := schemas.MarshalOutcome(ev)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode terminal record: %w", err)
 	}
-	msg = nats.NewMsg(s.topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID))
+	msg = nats.NewMsg(topo.OutcomeSubject(string(ev.Outcome), ev.Persona, ev.RequestID))
 	msg.Data = data
-	filter = s.topo.OutcomeFilter(ev.RequestID)
+	filter = topo.OutcomeFilter(ev.RequestID)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, filter)
 	return msg, filter, nil

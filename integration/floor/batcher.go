@@ -15,8 +15,8 @@ import (
 // does, without its fallbacks (every request is new here, so no
 // expectation is refused): a record goes out at once when no commit is in
 // flight; while one is, records queue and go out together when it
-// returns, as one atomic batch of at most batchMax, or one by one when
-// fewer than batchMin queued.
+// returns, as one atomic batch of at most BatchMax, or one by one when
+// fewer than BatchMin queued.
 type batcher struct {
 	nc *nats.Conn
 	js jetstream.JetStream
@@ -25,12 +25,6 @@ type batcher struct {
 	queue    []pending
 	inflight bool
 }
-
-// The runtime's bounds (consumers/batch.go).
-const (
-	batchMax = 256
-	batchMin = 4
-)
 
 type pending struct {
 	msg  *nats.Msg
@@ -55,7 +49,7 @@ func (b *batcher) write(ctx context.Context, msg *nats.Msg) error {
 }
 
 func (b *batcher) flushLocked() {
-	n := min(len(b.queue), batchMax)
+	n := min(len(b.queue), BatchMax)
 	batch := b.queue[:n:n]
 	b.queue = b.queue[n:]
 	b.inflight = true
@@ -73,7 +67,7 @@ func (b *batcher) flushLocked() {
 func (b *batcher) commit(batch []pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	if len(batch) >= batchMin {
+	if len(batch) >= BatchMin {
 		msgs := make([]*nats.Msg, len(batch))
 		for i, p := range batch {
 			msgs[i] = p.msg

@@ -70,13 +70,19 @@ type Config struct {
 	// LeaseTTL is the attempt's lease (with a Ledger); default 30 s.
 	LeaseTTL time.Duration
 	// Settled is called once per request, after its ack (or its failure),
-	// on the worker's goroutine.
+	// on the goroutine that finished it; calls may be concurrent.
 	Settled func(requestID string, err error)
 }
 
-// FinishingPerWorker is the runtime's bound on requests per worker slot
-// waiting for their records without the slot.
-const FinishingPerWorker = 3
+// The runtime's bounds, which the floor keeps (a test of the runtime's
+// package holds them equal): requests per worker slot waiting for their
+// records without the slot, and the sizes of a batch of terminal records
+// (at most BatchMax; fewer than BatchMin are written one by one).
+const (
+	FinishingPerWorker = 3
+	BatchMax           = 256
+	BatchMin           = 4
+)
 
 // Request is one request's prepared writes.
 type Request struct {
@@ -118,21 +124,17 @@ func prepareOne(topo wire.Topology, persona string, req *schemas.PersonaRequest,
 	if err != nil {
 		return nil, fmt.Errorf("floor: encode event: %w", err)
 	}
-	data, err := schemas.MarshalOutcome(&schemas.OutcomeEvent{
+	rec, _, err := wire.RecordMsg(topo, &schemas.OutcomeEvent{
 		SchemaVersion: schemas.Version, RequestID: req.RequestID, TaskID: req.TaskID, Step: req.Step,
 		Persona: persona, Outcome: schemas.OutcomeSucceeded, Attempts: 1, Agent: req.Agents.Primary,
 		CorrelationID: req.CorrelationID, RequestDigest: schemas.RequestDigest(req), At: at, SubmittedAt: req.CreatedAt,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("floor: encode record: %w", err)
+		return nil, fmt.Errorf("floor: %w", err)
 	}
-	rec := nats.NewMsg(topo.OutcomeSubject(string(schemas.OutcomeSucceeded), persona, req.RequestID))
-	rec.Data = data
-	filter := topo.OutcomeFilter(req.RequestID)
-	rec.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	rec.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, filter)
 	return &Request{
-		id:    req.RequestID,
+		id: req.RequestID,
+		// The runtime's key: one ledger entry per request of a task step.
 		key:   ledger.StepKey{TaskID: req.TaskID, Step: req.Step + "@" + req.RequestID},
 		event: ev, record: rec,
 	}, nil
