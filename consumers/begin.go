@@ -289,10 +289,8 @@ func (r *Runtime) quarantinedBefore(st *attemptState, q quarantineFound) (ending
 // between stream leaders releases the delivery instead of running it: the
 // request may well have ended already.
 func (r *Runtime) settledByRecord(ctx context.Context, st *attemptState) (ending, bool) {
-	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
 	var final *schemas.OutcomeEvent
-	err := patiently(lctx, func(ctx context.Context) (err error) {
+	err := patiently(ctx, settleTimeout, func(ctx context.Context) (err error) {
 		final, err = r.outcomes.Lookup(ctx, st.req.RequestID)
 		return err
 	})

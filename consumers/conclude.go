@@ -27,23 +27,27 @@ func (r *Runtime) conclude(st *attemptState, end *ending, outcome schemas.Outcom
 	// Patience ends with the claim, or at a hard shutdown.
 	held, release := st.delivery.HoldContext()
 	defer release()
-	ctx, cancel := context.WithTimeout(held, recordPatience)
-	defer cancel()
 	ev := r.outcomeEvent(st, *end, outcome, qseq)
-	if outcome == schemas.OutcomeSucceeded {
-		err := patiently(ctx, func(ctx context.Context) error { return r.outcomes.keepOutput(ctx, ev, end.output) })
-		if err != nil {
-			st.log.Error().Err(err).Msg("persona output not stored; message will be redelivered")
-			return err
-		}
-	}
+	// One patient write: the output first (a success's), then the record;
+	// a try after a failover does not store the output again.
+	kept := outcome != schemas.OutcomeSucceeded
 	var final *schemas.OutcomeEvent
 	var won bool
-	err := patiently(ctx, func(ctx context.Context) (err error) {
+	err := patiently(held, recordPatience, func(ctx context.Context) (err error) {
+		if !kept {
+			if err = r.outcomes.keepOutput(ctx, ev, end.output); err != nil {
+				return err
+			}
+			kept = true
+		}
 		final, won, err = r.outcomes.create(ctx, ev)
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil && !kept:
+		st.log.Error().Err(err).Msg("persona output not stored; message will be redelivered")
+		return err
+	case err != nil:
 		st.log.Error().Err(err).Msg("terminal record not stored; message will be redelivered")
 		return err
 	}

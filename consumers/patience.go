@@ -49,18 +49,23 @@ func transient(err error) bool {
 }
 
 // patiently runs op, each try bounded by patienceTry, until it succeeds,
-// fails for a reason that is not transient, or ctx ends; it returns the
-// last try's error.
-func patiently(ctx context.Context, op func(context.Context) error) error {
+// fails for a reason that is not transient, ctx ends or patience has
+// passed since the call; it returns the last try's error. Its only
+// context per try is the try's own: a call that succeeds at once, as
+// nearly every record write does, costs one timer, not one for the
+// patience and one for the try.
+func patiently(ctx context.Context, patience time.Duration, op func(context.Context) error) error {
+	giveUp := time.Now().Add(patience)
 	wait := patienceFirstWait
 	for {
-		tctx, cancel := context.WithTimeout(ctx, patienceTry)
+		tctx, cancel := context.WithDeadline(ctx, earliest(giveUp, time.Now().Add(patienceTry)))
 		err := op(tctx)
 		cancel()
-		if !transient(err) || ctx.Err() != nil {
+		left := time.Until(giveUp)
+		if !transient(err) || ctx.Err() != nil || left <= 0 {
 			return err
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -69,4 +74,11 @@ func patiently(ctx context.Context, op func(context.Context) error) error {
 		}
 		wait = min(2*wait, patienceMaxWait)
 	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -49,7 +49,7 @@ func TestPatiently(t *testing.T) {
 	t.Run("TriesAgainUntilTheFailoverEnds", func(t *testing.T) {
 		t.Parallel()
 		tries := 0
-		err := patiently(context.Background(), func(context.Context) error {
+		err := patiently(context.Background(), recordPatience, func(context.Context) error {
 			if tries++; tries < 3 {
 				return noLeader
 			}
@@ -61,7 +61,7 @@ func TestPatiently(t *testing.T) {
 	t.Run("StopsAtAnErrorThatIsNotTransient", func(t *testing.T) {
 		t.Parallel()
 		tries, refused := 0, errors.New("refused")
-		err := patiently(context.Background(), func(context.Context) error { tries++; return refused })
+		err := patiently(context.Background(), recordPatience, func(context.Context) error { tries++; return refused })
 		require.ErrorIs(t, err, refused)
 		require.Equal(t, 1, tries)
 	})
@@ -70,14 +70,28 @@ func TestPatiently(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 		defer cancel()
 		tries := 0
-		err := patiently(ctx, func(context.Context) error { tries++; return noLeader })
+		err := patiently(ctx, recordPatience, func(context.Context) error { tries++; return noLeader })
 		require.ErrorIs(t, err, noLeader)
 		require.GreaterOrEqual(t, tries, 2)
+	})
+	t.Run("GivesUpWhenItsPatienceEnds", func(t *testing.T) {
+		t.Parallel()
+		tries, start := 0, time.Now()
+		err := patiently(context.Background(), 600*time.Millisecond, func(ctx context.Context) error {
+			tries++
+			dl, ok := ctx.Deadline()
+			require.True(t, ok)
+			require.False(t, dl.After(start.Add(650*time.Millisecond)), "a try outlasts the patience")
+			return noLeader
+		})
+		require.ErrorIs(t, err, noLeader)
+		require.GreaterOrEqual(t, tries, 2)
+		require.Less(t, time.Since(start), patienceTry, "waited past its patience")
 	})
 	t.Run("EachTryIsBounded", func(t *testing.T) {
 		t.Parallel()
 		tries := 0
-		err := patiently(context.Background(), func(ctx context.Context) error {
+		err := patiently(context.Background(), recordPatience, func(ctx context.Context) error {
 			if tries++; tries == 1 {
 				dl, ok := ctx.Deadline()
 				require.True(t, ok)
