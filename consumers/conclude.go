@@ -18,7 +18,7 @@ const settleTimeout = 10 * time.Second
 // delivery or another replica wrote first, which is never overwritten.
 // Its one caller is commit's storeTerminal (commit.go).
 //
-// Both writes are patient (recordPatience): across a cluster failover they
+// Both writes share one patience (recordPatience): across a cluster failover they
 // wait for the new stream leader instead of giving completed work back to
 // run again; the claim on the message and the attempt's lease are kept
 // meanwhile. It ends early when the claim is lost or a shutdown runs out

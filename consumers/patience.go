@@ -76,6 +76,7 @@ func patiently(ctx context.Context, patience time.Duration, op func(context.Cont
 	}
 }
 
+// earliest is the sooner of a and b.
 func earliest(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
