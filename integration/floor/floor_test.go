@@ -48,6 +48,20 @@ func setup(t *testing.T, js jetstream.JetStream, topo wire.Topology, n int) [][]
 	return bodies
 }
 
+// unsettledComes waits up to 5 s for the unsettled requests to number
+// want and returns the last count: a plain ack is not confirmed, so
+// Settled can run before the server has applied it.
+func unsettledComes(js jetstream.JetStream, topo wire.Topology, want uint64) (uint64, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left, err := consumers.Unsettled(context.Background(), js, topo)
+		if (err == nil && left == want) || time.Now().After(deadline) {
+			return left, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // settledAll collects Settled calls until want arrive.
 type settledAll struct {
 	mu   sync.Mutex
@@ -153,7 +167,7 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 			if got := streamMsgs(t, js, topo.AttemptsStream); got != wantEvents {
 				t.Errorf("attempt events: %d, want %d", got, wantEvents)
 			}
-			if left, err := consumers.Unsettled(context.Background(), js, topo); err != nil || left != 0 {
+			if left, err := unsettledComes(js, topo, 0); err != nil || left != 0 {
 				t.Errorf("unsettled requests: %d (%v), want 0", left, err)
 			}
 			if led != nil {
@@ -205,7 +219,7 @@ func TestLoopRefusesAnUnpreparedRequest(t *testing.T) {
 	if failed != 1 {
 		t.Errorf("%d requests failed, want 1", failed)
 	}
-	if left, err := consumers.Unsettled(context.Background(), js, topo); err != nil || left != 1 {
+	if left, err := unsettledComes(js, topo, 1); err != nil || left != 1 {
 		t.Errorf("unsettled requests: %d (%v), want the unprepared one", left, err)
 	}
 }
