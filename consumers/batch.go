@@ -52,6 +52,19 @@ const (
 // writes).
 var batchMinVersion = [2]int{2, 15}
 
+// RecordBatchObserver is an Observer that also sees the terminal records
+// group commits: called once per atomic batch the runtime commits, with
+// the records it held, how long the commit took and, when the server
+// refused it, why (its records were then written one by one). Records of
+// a commit too small for a batch (fewer than 4) are written one by one
+// and not reported. Records per batch is records per fsync: what the
+// group commit saves, and what the server's fixed cost per batch is
+// shared by.
+type RecordBatchObserver interface {
+	Observer
+	RecordBatch(records int, took time.Duration, err error)
+}
+
 // pendingRecord is one terminal record waiting for its batch.
 type pendingRecord struct {
 	msg *nats.Msg
@@ -75,6 +88,7 @@ type pendingRecord struct {
 type recordBatcher struct {
 	js  jetstream.JetStream
 	log zerolog.Logger
+	obs RecordBatchObserver // nil: none
 
 	mu       sync.Mutex
 	queue    []*pendingRecord
@@ -83,8 +97,10 @@ type recordBatcher struct {
 	wg       sync.WaitGroup // one per commit started
 }
 
-func newRecordBatcher(js jetstream.JetStream, log zerolog.Logger) *recordBatcher {
-	return &recordBatcher{js: js, log: log}
+func newRecordBatcher(js jetstream.JetStream, log zerolog.Logger, obs Observer) *recordBatcher {
+	b := &recordBatcher{js: js, log: log}
+	b.obs, _ = obs.(RecordBatchObserver)
+	return b
 }
 
 // write stores msg (whose headers carry its create-once expectation on
@@ -143,8 +159,12 @@ func (b *recordBatcher) commit(batch []*pendingRecord) {
 			msgs[i] = p.msg
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchCommitTimeout)
+		start := time.Now()
 		_, err := streams.PublishAtomic(ctx, b.js.Conn(), msgs)
 		cancel()
+		if b.obs != nil {
+			b.obs.RecordBatch(len(msgs), time.Since(start), err)
+		}
 		if err == nil {
 			for _, p := range together {
 				p.done <- nil
@@ -231,7 +251,7 @@ func versionAtLeast(v string, want [2]int) bool {
 
 // useBatches turns batching of terminal records on when the server and
 // the outcomes stream support it, and says once, either way, what it chose.
-func (s *Outcomes) useBatches(ctx context.Context, log *zerolog.Logger) {
+func (s *Outcomes) useBatches(ctx context.Context, log *zerolog.Logger, obs Observer) {
 	allow := false
 	if st, err := s.outcomes(ctx); err == nil {
 		allow = st.CachedInfo().Config.AllowAtomicPublish
@@ -242,7 +262,7 @@ func (s *Outcomes) useBatches(ctx context.Context, log *zerolog.Logger) {
 		return
 	}
 	s.mu.Lock()
-	s.batch = newRecordBatcher(s.js, log.With().Str("component", "record-batch").Logger())
+	s.batch = newRecordBatcher(s.js, log.With().Str("component", "record-batch").Logger(), obs)
 	s.mu.Unlock()
 	log.Info().Int("max", batchMax).Msg("terminal records of concurrent completions committed as atomic batches")
 }

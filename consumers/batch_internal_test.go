@@ -78,7 +78,7 @@ func TestBatchedRecordsKeepCreateOnce(t *testing.T) {
 	ctx := context.Background()
 	js, topo, o := outcomesEnv(t)
 	log := zerolog.New(zerolog.NewTestWriter(t))
-	o.useBatches(ctx, &log)
+	o.useBatches(ctx, &log, nopObserver{})
 	require.NotNil(t, o.batcher(), "an in-process 2.15 server batches")
 	defer o.stopBatches()
 
@@ -151,7 +151,8 @@ func TestBatchCommitFallsBackRecordByRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	js, topo, o := outcomesEnv(t)
-	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	obs := &batchObserver{}
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)), obs)
 	pending := func(req string) *pendingRecord {
 		msg, filter, err := o.recordMsg(testRecord(req, schemas.OutcomeSucceeded))
 		require.NoError(t, err)
@@ -189,9 +190,29 @@ func TestBatchCommitFallsBackRecordByRecord(t *testing.T) {
 	require.True(t, (errs[3] == nil) != (errs[4] == nil), "one record of m2: %v, %v", errs[3], errs[4])
 	require.True(t, isWrongLastSequence(errors.Join(errs[3], errs[4])))
 	require.False(t, inBatch("m0"), "the refused batch's records were written alone")
+	require.Equal(t, []int{6, 5}, obs.records, "the observer sees each batch: the clean one and the refused one without m2's second record")
+	require.NoError(t, obs.errs[0])
+	require.Error(t, obs.errs[1], "the refused batch is reported refused")
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 6+4, info.State.Msgs)
+}
+
+// batchObserver records what RecordBatch is told.
+type batchObserver struct {
+	nopObserver
+	mu      sync.Mutex
+	records []int
+	errs    []error
+}
+
+func (o *batchObserver) RecordBatch(records int, took time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if took <= 0 {
+		panic("a commit took no time")
+	}
+	o.records, o.errs = append(o.records, records), append(o.errs, err)
 }
 
 // A server or stream without atomic publish: records are written one by
@@ -209,7 +230,7 @@ func TestNoBatchesWithoutAllowAtomic(t *testing.T) {
 	o := NewOutcomes(js, topo) // a fresh one: the stream config is read once
 	var buf lockedBuffer
 	log := zerolog.New(&buf)
-	o.useBatches(ctx, &log)
+	o.useBatches(ctx, &log, nopObserver{})
 	require.Nil(t, o.batcher())
 	require.Contains(t, buf.String(), "terminal records written one by one")
 	_, won, err := o.create(ctx, testRecord("r", schemas.OutcomeSucceeded))
@@ -241,7 +262,7 @@ func TestBatcherStopWritesWhatIsQueued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	js, topo, o := outcomesEnv(t)
-	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)), nopObserver{})
 	const n = batchMax + 44 // stop's own flush takes batchMax; the rest follows it
 	queued := make([]*pendingRecord, n)
 	for i := range queued {
@@ -283,7 +304,7 @@ func TestRecordsQueueBehindTheCommitInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	js, topo, o := outcomesEnv(t)
-	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)))
+	b := newRecordBatcher(js, zerolog.New(zerolog.NewTestWriter(t)), nopObserver{})
 	t.Cleanup(b.stop)
 
 	alone, filter, err := o.recordMsg(testRecord("first", schemas.OutcomeSucceeded))

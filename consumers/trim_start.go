@@ -16,7 +16,7 @@ func (r *Runtime) startDurability(ctx context.Context) (stop func(), err error) 
 	if err != nil {
 		return nil, err
 	}
-	r.outcomes.useBatches(ctx, &r.log)
+	r.outcomes.useBatches(ctx, &r.log, r.obs)
 	if ret != jetstream.LimitsPolicy {
 		r.log.Warn().Str("stream", r.topo.RequestsStream).Str("retention", ret.String()).
 			Msg("requests stream is a work queue: every ack is a second fsync on the server; migrate it to limits retention (personaq migrate-requests)")

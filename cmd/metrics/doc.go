@@ -2,8 +2,8 @@
 //
 // Metrics implements consumers.Observer: pass it as consumers.Config.Observer
 // and the runtime counts attempts, terminal outcomes, quarantine records,
-// handler durations, in-flight attempts, redelivery lateness and ledger
-// round trips. Server serves, on one listener:
+// handler durations, in-flight attempts, redelivery lateness, ledger
+// round trips and the terminal records' batch commits. Server serves, on one listener:
 //
 //	/metrics  the registry, in the Prometheus text or OpenMetrics format
 //	/healthz  200 while the process runs (liveness)
@@ -22,6 +22,9 @@
 //	redelivery_early_total{persona}            counter: retries that arrived before their delay
 //	ledger_round_trip_seconds{op}              histogram: one Redis ledger call (begin, finish)
 //	ledger_errors_total{op}                    counter: ledger calls that failed
+//	record_batch_records                       histogram: terminal records per atomic batch commit (per fsync)
+//	record_batch_duration_seconds              histogram: one batch commit, sent to confirmed
+//	record_batches_refused_total               counter: batches refused, their records written one by one
 //
 // New also registers the standard process_* and go_* collectors.
 package metrics

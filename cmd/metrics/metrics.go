@@ -22,6 +22,11 @@ var (
 	latenessBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
 	// ledgerBuckets: one Redis round trip is ~60µs unloaded on loopback.
 	ledgerBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	// recordBatchBuckets: a batch holds 4 to 256 terminal records.
+	recordBatchBuckets = []float64{4, 8, 16, 32, 64, 128, 256}
+	// recordCommitBuckets: a commit is one fsync plus, on single-node file
+	// storage, the server's staging store, a few milliseconds.
+	recordCommitBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5}
 )
 
 // Metrics is a consumers.Observer that records into Prometheus collectors.
@@ -44,12 +49,19 @@ type Metrics struct {
 	cost   *prometheus.CounterVec
 	// outputTruncated counts live output dropped over its cap.
 	outputTruncated *prometheus.CounterVec
+
+	// The terminal records' group commits.
+	recordBatch   prometheus.Histogram
+	recordCommit  prometheus.Histogram
+	recordRefused prometheus.Counter
 }
 
 var (
 	_ consumers.FenceObserver  = (*Metrics)(nil)
 	_ consumers.UsageObserver  = (*Metrics)(nil)
 	_ consumers.OutputObserver = (*Metrics)(nil)
+
+	_ consumers.RecordBatchObserver = (*Metrics)(nil)
 )
 
 // New creates the collectors and registers them, with the process and Go
@@ -116,6 +128,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Live output bytes attempts wrote past the live output cap, dropped (the terminal record's output is not affected).",
 		}, []string{"persona"}),
 	}
+	m.recordBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "record_batch_records",
+		Help: "Terminal records per atomic batch commit (records per fsync of the outcomes stream).", Buckets: recordBatchBuckets,
+	})
+	m.recordCommit = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "record_batch_duration_seconds",
+		Help: "Time of one atomic batch commit of terminal records, sent to confirmed.", Buckets: recordCommitBuckets,
+	})
+	m.recordRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "record_batches_refused_total",
+		Help: "Atomic batches of terminal records the server refused (a record of a request already ended, a timeout); their records were written one by one.",
+	})
 	m.flow = newFlowMetrics(reg)
 	if reg == nil {
 		return m
@@ -134,6 +158,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	register(reg, &m.tokens)
 	register(reg, &m.cost)
 	register(reg, &m.outputTruncated)
+	register(reg, &m.recordBatch)
+	register(reg, &m.recordCommit)
+	register(reg, &m.recordRefused)
 	register(reg, new(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
 	register(reg, new(collectors.NewGoCollector()))
 	return m
@@ -206,6 +233,15 @@ func (m *Metrics) StaleSettle(persona, op string) {
 // OutputTruncated implements consumers.OutputObserver.
 func (m *Metrics) OutputTruncated(persona string, bytes int64) {
 	m.outputTruncated.WithLabelValues(persona).Add(float64(bytes))
+}
+
+// RecordBatch implements consumers.RecordBatchObserver.
+func (m *Metrics) RecordBatch(records int, took time.Duration, err error) {
+	m.recordBatch.Observe(float64(records))
+	m.recordCommit.Observe(took.Seconds())
+	if err != nil {
+		m.recordRefused.Inc()
+	}
 }
 
 // Usage implements consumers.UsageObserver.

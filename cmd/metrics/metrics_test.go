@@ -185,3 +185,17 @@ func TestOutputTruncatedCountsBytes(t *testing.T) {
 	m.OutputTruncated("planner", 50)
 	require.Equal(t, 250.0, value(t, reg, "personaq_output_truncated_bytes_total", lbl{"persona": "planner"}))
 }
+
+func TestRecordBatchCountsRecordsAndRefusals(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.RecordBatch(40, 3*time.Millisecond, nil)
+	m.RecordBatch(8, 2*time.Millisecond, errors.New("refused"))
+	require.Equal(t, 2.0, value(t, reg, "personaq_record_batch_records", nil))
+	require.Equal(t, 2.0, value(t, reg, "personaq_record_batch_duration_seconds", nil))
+	require.Equal(t, 1.0, value(t, reg, "personaq_record_batches_refused_total", nil))
+	ms := series(t, reg, "personaq_record_batch_records", nil)
+	require.Len(t, ms, 1)
+	require.Equal(t, 48.0, ms[0].Histogram.GetSampleSum(), "records summed over batches")
+}

@@ -115,3 +115,12 @@ func (n *NATS) stopProcess() {
 		<-done
 	}
 }
+
+// CPU is the CPU time the server process has used so far; 0 for an
+// in-process server.
+func (n *NATS) CPU() time.Duration {
+	if n.proc == nil || n.proc.Process == nil {
+		return 0
+	}
+	return ProcCPU(n.proc.Process.Pid)
+}

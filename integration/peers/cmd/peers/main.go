@@ -276,12 +276,22 @@ func (d *driver) profile(ctx context.Context, root, system, path string, jobs, w
 
 func summary(r *trialResult) string {
 	if r.Case == caseThroughput {
-		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s (%s), first job after %.0f ms",
-			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs), r.eachServer(), 1000*r.FirstJob)
+		return fmt.Sprintf("%.0f jobs/s, CPU per 1,000 jobs: client %.2f s + servers %.2f s (%s), first job after %.0f ms%s",
+			float64(r.Jobs)/r.Seconds, 1000*r.ClientCPU/float64(r.Jobs), 1000*r.ServerCPU/float64(r.Jobs), r.eachServer(), 1000*r.FirstJob, r.batches())
 	}
 	s := sortedCopy(r.Lateness)
 	return fmt.Sprintf("retry lateness p50 %.1f ms, p99 %.1f ms, min %.1f ms (%d retries)",
 		percentile(s, 0.5), percentile(s, 0.99), percentile(s, 0), len(s))
+}
+
+// batches describes the runtime's terminal-record batch commits, if any.
+func (r *trialResult) batches() string {
+	if r.RecordBatches == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; terminal records: %d batch commits of %.1f on average (%.0f %% of the jobs' records), %.1f ms per commit",
+		r.RecordBatches, float64(r.RecordsBatched)/float64(r.RecordBatches), 100*float64(r.RecordsBatched)/float64(r.Jobs),
+		1000*r.BatchSeconds/float64(r.RecordBatches))
 }
 
 // printReport writes the markdown table: throughput and CPU are the median

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,37 @@ type personaqQueueImpl struct {
 	done    chan error
 	// encoded, when set, is given each request enqueue publishes.
 	encoded func(data []byte)
+	// batches counts the runtime's terminal-record batch commits.
+	batches batchCount
 }
+
+// batchCount is the runtime's observer: it counts the terminal records'
+// atomic batch commits (consumers.RecordBatchObserver), so a trial can
+// say how many records shared each commit's fsync and the server's fixed
+// cost per batch. Everything else it is told is dropped.
+type batchCount struct{ commits, records, nanos atomic.Int64 }
+
+func (c *batchCount) RecordBatch(records int, took time.Duration, _ error) {
+	c.commits.Add(1)
+	c.records.Add(int64(records))
+	c.nanos.Add(int64(took))
+}
+
+func (c *batchCount) stats() batchStats {
+	return batchStats{commits: c.commits.Load(), records: c.records.Load(), took: time.Duration(c.nanos.Load())}
+}
+
+// recordBatches implements batchReporter.
+func (q *personaqQueueImpl) recordBatches() batchStats { return q.batches.stats() }
+
+func (*batchCount) Attempt(string, retry.Class, time.Duration)      {}
+func (*batchCount) Outcome(string, schemas.Outcome, schemas.Reason) {}
+func (*batchCount) InFlight(string, int)                            {}
+func (*batchCount) RedeliveryLateness(string, time.Duration)        {}
+func (*batchCount) LedgerCall(string, time.Duration, error)         {}
+func (*batchCount) SettleRefused(string, schemas.Outcome)           {}
+
+var _ consumers.RecordBatchObserver = (*batchCount)(nil)
 
 func openPersonaqLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
 	return openPersonaq(ctx, tc, h, true)
@@ -65,7 +96,7 @@ func openPersonaq(ctx context.Context, tc trialConfig, h handlerFunc, withLedger
 	})
 	logger := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	cfg := consumers.Config{
-		JetStream: rjs, Topology: q.topo, Logger: &logger, WithoutLedger: !withLedger,
+		JetStream: rjs, Topology: q.topo, Logger: &logger, WithoutLedger: !withLedger, Observer: &q.batches,
 		Personas: []consumers.Persona{{
 			Name: personaqPersona, Handler: handler,
 			Policy:      retry.Policy{Name: "peers", MaxAttempts: 3, AttemptTimeout: 10 * time.Second, Schedule: retry.Fixed{Every: retryDelay}},

@@ -73,6 +73,30 @@ type trialResult struct {
 	servers       []string  // the driver's names for ServerCPUEach
 	FirstJob      float64   `json:"first_job"` // seconds from starting the workers to the first handler call
 	Lateness      []float64 `json:"lateness"`  // ms, per job: second attempt start − (first attempt's return + retryDelay)
+	// RecordBatches, RecordsBatched and BatchSeconds: the runtime's atomic
+	// batch commits of terminal records in the timed part (personaq's
+	// systems; zero for the others).
+	RecordBatches  int64   `json:"record_batches,omitempty"`
+	RecordsBatched int64   `json:"records_batched,omitempty"`
+	BatchSeconds   float64 `json:"batch_seconds,omitempty"`
+}
+
+// batchStats is what a batchReporter counted so far.
+type batchStats struct {
+	commits, records int64
+	took             time.Duration
+}
+
+// batchReporter is a queue that counts its terminal records' batch
+// commits (personaq's runtime).
+type batchReporter interface{ recordBatches() batchStats }
+
+// batchesOf is q's count, or zero.
+func batchesOf(q queue) batchStats {
+	if r, ok := q.(batchReporter); ok {
+		return r.recordBatches()
+	}
+	return batchStats{}
 }
 
 // eachServer is the servers' CPU per 1,000 jobs, by server ("nats 0.07 s,
@@ -223,7 +247,7 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 	if tc.profilePID != 0 {
 		_ = syscall.Kill(tc.profilePID, syscall.SIGUSR1)
 	}
-	client0, server0 := selfCPU(), serversCPU(tc.serverPIDs)
+	client0, server0, batches0 := selfCPU(), serversCPU(tc.serverPIDs), batchesOf(q)
 	start := time.Now()
 	if err := q.start(ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
@@ -262,7 +286,7 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 		}
 	}
 	took := time.Since(start)
-	client1, server1 := selfCPU(), serversCPU(tc.serverPIDs)
+	client1, server1, batches1 := selfCPU(), serversCPU(tc.serverPIDs), batchesOf(q)
 	if tc.profilePID != 0 {
 		_ = syscall.Kill(tc.profilePID, syscall.SIGUSR2)
 	}
@@ -271,6 +295,9 @@ func runTrial(ctx context.Context, tc trialConfig, open openFunc) (*trialResult,
 		System: tc.system, Case: tc.kase, Jobs: tc.jobs, Seconds: took.Seconds(),
 		ClientCPU: client1 - client0,
 		FirstJob:  time.Unix(0, first.Load()).Sub(start).Seconds(),
+
+		RecordBatches: batches1.commits - batches0.commits, RecordsBatched: batches1.records - batches0.records,
+		BatchSeconds: (batches1.took - batches0.took).Seconds(),
 	}
 	for i := range server1 {
 		res.ServerCPUEach = append(res.ServerCPUEach, server1[i]-server0[i])
