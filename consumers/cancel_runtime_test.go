@@ -343,7 +343,11 @@ func TestCancelAfterNATSRestart(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
 	b := newBlocking()
-	h.start(persona("planner", b, fastPolicy(3)))
+	policy := fastPolicy(3)
+	// Longer than the clients' reconnect wait (2 s) plus a loaded machine's
+	// restart: the attempt must still be running when the cancel arrives.
+	policy.AttemptTimeout = 30 * time.Second
+	h.start(persona("planner", b, policy))
 	req := h.publish("planner", "restart")
 	waitStarted(t, b)
 	h.nats.Restart(t)
