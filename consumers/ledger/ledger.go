@@ -386,9 +386,15 @@ func parseBegun(key StepKey, res []any) (Begun, error) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 {
 		return bad()
 	}
-	hist, err := decodeRecords(raw)
-	if err != nil {
-		return Begun{}, fmt.Errorf("begin %s: %w", key, err)
+	hist := []retry.Attempt{}
+	// A first attempt has no history. Not calling decodeRecords then keeps
+	// its 776-byte frame off the caller's stack, which would otherwise
+	// grow (a copy of the whole stack) on every request's goroutine.
+	if len(raw) > 0 {
+		var err error
+		if hist, err = decodeRecords(raw); err != nil {
+			return Begun{}, fmt.Errorf("begin %s: %w", key, err)
+		}
 	}
 	b := Begun{
 		Attempt: int(n),
