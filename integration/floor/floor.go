@@ -10,7 +10,8 @@
 // Consume loop):
 //
 //  1. with a ledger, begins the attempt in Redis (a lease and an
-//     idempotency key, as the runtime begins one);
+//     idempotency key, as the runtime begins one; Config.RedisProbe
+//     measures the cheapest Redis write in its place);
 //  2. with Events, publishes the request's "started" attempt event (core
 //     NATS, into the attempts stream);
 //  3. with a ledger, finishes the attempt (counted, succeeded, fenced by
@@ -41,6 +42,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/personaq/personaq/consumers/ledger"
 	"github.com/personaq/personaq/consumers/wire"
@@ -67,6 +69,13 @@ type Config struct {
 	// leased and uncounted until its lease ends), only a measure of what
 	// the Finish round trip costs.
 	WithoutFinish bool
+	// RedisProbe, instead of a Ledger, begins and finishes each attempt
+	// with the cheapest Redis writes there are: SET a key of the request's
+	// NX with the lease's TTL, then DEL it, pipelined as the ledger
+	// pipelines its scripts. Not a contract (nothing a later attempt could
+	// read is kept), a measure of what the two round trips of any Redis
+	// ledger cost per attempt, whatever its scripts do.
+	RedisProbe redis.UniversalClient
 	// LeaseTTL is the attempt's lease (with a Ledger); default 30 s.
 	LeaseTTL time.Duration
 	// Settled is called once per request, after its ack (or its failure),
@@ -148,6 +157,7 @@ type Loop struct {
 	work    chan jetstream.Msg
 	workers sync.WaitGroup
 	cc      jetstream.ConsumeContext
+	probe   *probe
 	// finishing holds a token per request waiting for its record
 	// without a worker; finishers counts their goroutines.
 	finishing chan struct{}
@@ -165,6 +175,12 @@ func Start(ctx context.Context, cfg Config, reqs map[string]*Request) (*Loop, er
 	cfg.Topology = cfg.Topology.WithDefaults()
 	l := &Loop{cfg: cfg, reqs: reqs, records: &batcher{nc: cfg.JetStream.Conn(), js: cfg.JetStream},
 		work: make(chan jetstream.Msg, cfg.Workers), finishing: make(chan struct{}, FinishingPerWorker*cfg.Workers)}
+	if cfg.RedisProbe != nil {
+		if cfg.Ledger != nil {
+			return nil, errors.New("floor: RedisProbe and Ledger: set one or neither")
+		}
+		l.probe = &probe{client: cfg.RedisProbe}
+	}
 	cons, err := cfg.JetStream.Consumer(ctx, cfg.Topology.RequestsStream, wire.Durable(cfg.Persona))
 	if err != nil {
 		return nil, fmt.Errorf("floor: consumer: %w", err)
@@ -250,6 +266,11 @@ func (l *Loop) handle(id string) (*Request, error) {
 		}
 		lease = bg.Lease
 	}
+	if l.probe != nil {
+		if err := l.probe.do(ctx, "set", probeKey(p.id), "1", "nx", "px", l.cfg.LeaseTTL.Milliseconds()); err != nil {
+			return nil, fmt.Errorf("floor: probe begin: %w", err)
+		}
+	}
 	if l.cfg.Events {
 		if err := l.cfg.JetStream.Conn().Publish(l.cfg.Topology.AttemptSubject(p.id, string(schemas.AttemptStarted)), p.event); err != nil {
 			return nil, fmt.Errorf("floor: event: %w", err)
@@ -261,5 +282,13 @@ func (l *Loop) handle(id string) (*Request, error) {
 			return nil, fmt.Errorf("floor: finish: %w", err)
 		}
 	}
+	if l.probe != nil {
+		if err := l.probe.do(ctx, "del", probeKey(p.id)); err != nil {
+			return nil, fmt.Errorf("floor: probe finish: %w", err)
+		}
+	}
 	return p, nil
 }
+
+// probeKey is a request's key in Config.RedisProbe.
+func probeKey(requestID string) string { return "floor:probe:" + requestID }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/consumers/ledger"
@@ -119,11 +121,13 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 		name           string
 		events, ledger bool
 		withoutFinish  bool
+		probe          bool
 	}{
-		{"record", false, false, false},
-		{"events", true, false, false},
-		{"events_ledger", true, true, false},
-		{"events_ledger_without_finish", true, true, true},
+		{"record", false, false, false, false},
+		{"events", true, false, false, false},
+		{"events_ledger", true, true, false, false},
+		{"events_ledger_without_finish", true, true, true, false},
+		{"events_redis_probe", true, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testenv.StartNATS(t)
@@ -142,10 +146,14 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			var probe redis.UniversalClient
+			if tc.probe {
+				probe = testenv.StartRedis(t).Client(t)
+			}
 			s := newSettled(count)
 			l, err := floor.Start(context.Background(), floor.Config{
 				JetStream: n.JetStream(t), Topology: topo, Persona: persona, Workers: 8,
-				Events: tc.events, Ledger: led, WithoutFinish: tc.withoutFinish, Settled: s.settled,
+				Events: tc.events, Ledger: led, WithoutFinish: tc.withoutFinish, RedisProbe: probe, Settled: s.settled,
 			}, reqs)
 			if err != nil {
 				t.Fatal(err)
@@ -170,6 +178,9 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 			if left, err := unsettledComes(js, topo, 0); err != nil || left != 0 {
 				t.Errorf("unsettled requests: %d (%v), want 0", left, err)
 			}
+			if probe != nil {
+				probeWrote(t, probe, count)
+			}
 			if led != nil {
 				req, err := schemas.DecodeRequest(bodies[0])
 				if err != nil {
@@ -186,6 +197,40 @@ func TestLoopWritesWhatTheContractAsks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// probeWrote checks that the probe sent one SET and one DEL per request
+// and left no key behind.
+func probeWrote(t *testing.T, c redis.UniversalClient, want int) {
+	t.Helper()
+	ctx := context.Background()
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"set", "del"} {
+		if line := fmt.Sprintf("cmdstat_%s:calls=%d,", cmd, want); !strings.Contains(stats, line) {
+			t.Errorf("commandstats lack %q:\n%s", line, stats)
+		}
+	}
+	if keys, err := c.DBSize(ctx).Result(); err != nil || keys != 0 {
+		t.Errorf("keys left: %d (%v), want 0", keys, err)
+	}
+}
+
+// TestStartRefusesProbeAndLedger: the probe stands in for a ledger, not
+// beside one.
+func TestStartRefusesProbeAndLedger(t *testing.T) {
+	n := testenv.StartNATS(t)
+	c := testenv.StartRedis(t).Client(t)
+	led, err := ledger.New(ledger.Config{Client: c, Prefix: "floor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = floor.Start(context.Background(), floor.Config{JetStream: n.JetStream(t), Persona: persona, Workers: 1, Ledger: led, RedisProbe: c}, nil)
+	if err == nil {
+		t.Fatal("Start with RedisProbe and Ledger: no error")
 	}
 }
 

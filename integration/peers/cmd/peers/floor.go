@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/personaq/personaq/consumers"
 	"github.com/personaq/personaq/integration/floor"
 )
@@ -29,28 +31,55 @@ type floorQueue struct {
 	loop   *floor.Loop
 }
 
+// floorMode is which of the floor systems a trial runs.
+type floorMode int
+
+const (
+	floorLedger floorMode = iota
+	floorNoLedger
+	// floorWithoutFinish is personaq-floor without the ledger's Finish
+	// (floor.Config.WithoutFinish): not a contract, a measure of what
+	// that round trip costs. Not in the default -systems.
+	floorWithoutFinish
+	// floorRedisProbe is personaq-floor-minredis: the ledger's Begin and
+	// Finish replaced by the cheapest Redis write each
+	// (floor.Config.RedisProbe), so the least any Redis ledger can cost.
+	// A measure, not a contract; not in the default -systems.
+	floorRedisProbe
+)
+
 func openFloorLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
-	return openFloor(ctx, tc, h, true, false)
+	return openFloor(ctx, tc, h, floorLedger)
 }
 
 func openFloorNoLedger(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
-	return openFloor(ctx, tc, h, false, false)
+	return openFloor(ctx, tc, h, floorNoLedger)
 }
 
-// openFloorWithoutFinish is personaq-floor without the ledger's Finish
-// (floor.Config.WithoutFinish): not a contract, a measure of what that
-// round trip costs. Not in the default -systems.
 func openFloorWithoutFinish(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
-	return openFloor(ctx, tc, h, true, true)
+	return openFloor(ctx, tc, h, floorWithoutFinish)
 }
 
-func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, withLedger, withoutFinish bool) (queue, error) {
+func openFloorRedisProbe(ctx context.Context, tc trialConfig, h handlerFunc) (queue, error) {
+	return openFloor(ctx, tc, h, floorRedisProbe)
+}
+
+func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, mode floorMode) (queue, error) {
 	if tc.kase != caseThroughput {
 		return nil, fmt.Errorf("%s runs the throughput case only (its loop never fails a job)", tc.system)
 	}
-	q, rjs, l, err := dialPersonaq(ctx, tc, withLedger)
+	q, rjs, l, err := dialPersonaq(ctx, tc, mode == floorLedger || mode == floorWithoutFinish)
 	if err != nil {
 		return nil, err
+	}
+	var probe redis.UniversalClient
+	if mode == floorRedisProbe {
+		q.rdb = redis.NewClient(&redis.Options{Addr: tc.redisAddr})
+		if err := q.rdb.FlushAll(ctx).Err(); err != nil {
+			q.close()
+			return nil, err
+		}
+		probe = q.rdb
 	}
 	f := &floorQueue{personaqQueueImpl: q, h: h}
 	q.encoded = func(data []byte) {
@@ -60,7 +89,7 @@ func openFloor(ctx context.Context, tc trialConfig, h handlerFunc, withLedger, w
 	}
 	f.cfg = floor.Config{
 		JetStream: rjs, Topology: q.topo, Persona: personaqPersona, Workers: tc.workers,
-		Events: true, Ledger: l, WithoutFinish: withoutFinish, LeaseTTL: personaqAckWait,
+		Events: true, Ledger: l, WithoutFinish: mode == floorWithoutFinish, RedisProbe: probe, LeaseTTL: personaqAckWait,
 		// The handler is called once a request is acked: the trial
 		// counts settled jobs through it.
 		Settled: f.settled,

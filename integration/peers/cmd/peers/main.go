@@ -65,7 +65,7 @@ func driverMain(args []string) error {
 	workers := fs.Int("workers", 64, "concurrency of the throughput runs")
 	retries := fs.Int("retries", 200, "jobs per retry-lateness run (each fails once)")
 	retryWorkers := fs.Int("retry-workers", 200, "concurrency of the retry-lateness runs")
-	systemList := fs.String("systems", "asynq,river-default,river-tuned,personaq,personaq-noledger,personaq-floor,personaq-floor-noledger", "systems to run (the personaq-floor ones: throughput only, the least work personaq's durability contract asks for; personaq-floor-nofinish, the floor without the ledger's Finish, is not a default)")
+	systemList := fs.String("systems", "asynq,river-default,river-tuned,personaq,personaq-noledger,personaq-floor,personaq-floor-noledger", "systems to run (the personaq-floor ones: throughput only, the least work personaq's durability contract asks for; not defaults: personaq-floor-nofinish, the floor without the ledger's Finish, and personaq-floor-minredis, the floor with the cheapest Redis write in place of each of the ledger's calls)")
 	caseList := fs.String("cases", "throughput,spread,burst", "cases to run")
 	appendfsync := fs.String("redis-appendfsync", "always", "redis-server's appendfsync (always, everysec or no): the ledger's and asynq's server; always is the comparison's setting (every write fsynced), everysec the compose file's for the ledger")
 	cpuprofile := fs.String("cpuprofile", "", "after the rounds, run personaq's throughput case once more with CPU profiles of the runtime (this file) and of the nats-server (this file + .nats), and print their top entries")
@@ -194,7 +194,7 @@ func (d *driver) serversOf(system string, nats *serverProc) (names []string, pid
 		return []string{"redis"}, []int{d.redis.pid()}
 	case "river-default", "river-tuned":
 		return []string{"postgres"}, []int{d.pg.pid()}
-	case "personaq", "personaq-floor", "personaq-floor-nofinish":
+	case "personaq", "personaq-floor", "personaq-floor-nofinish", "personaq-floor-minredis":
 		return []string{"nats", "redis"}, []int{nats.pid(), d.redis.pid()}
 	default: // personaq-noledger, personaq-floor-noledger
 		return []string{"nats"}, []int{nats.pid()}

@@ -144,6 +144,7 @@ var systems = map[string]openFunc{
 	"personaq-floor":          openFloorLedger,
 	"personaq-floor-noledger": openFloorNoLedger,
 	"personaq-floor-nofinish": openFloorWithoutFinish,
+	"personaq-floor-minredis": openFloorRedisProbe,
 }
 
 func trialMain(args []string) error {
