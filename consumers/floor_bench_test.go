@@ -24,6 +24,10 @@ import (
 type floorMode struct {
 	events bool // publish a started attempt event
 	ledger bool // Begin and Finish the attempt in the Redis ledger
+	// probe puts the cheapest Redis write in place of each of the
+	// ledger's calls (floor.Config.RedisProbe): what any Redis ledger's
+	// two round trips cost, a measure rather than a contract.
+	probe bool
 }
 
 // benchServerInMsgs is the messages the in-process server has received
@@ -66,6 +70,9 @@ func benchFloor(b *testing.B, e *benchEnv, n int, mode floorMode) time.Duration 
 	if mode.ledger {
 		cfg.Ledger = e.benchRedisLedger(b)
 	}
+	if mode.probe {
+		cfg.RedisProbe = e.redis.Client(b)
+	}
 	var settled, failed atomic.Int64
 	done := make(chan struct{})
 	cfg.Settled = func(_ string, err error) {
@@ -100,7 +107,8 @@ func benchFloor(b *testing.B, e *benchEnv, n int, mode floorMode) time.Duration 
 
 // BenchmarkPipelineFloor runs, on one server and back to back, the raw
 // Ack loop (the memory target's baseline), the floor loop in its four
-// modes and the runtime (ledger off, then on), benchRatioN requests each,
+// modes (and a fifth, the ledger's calls replaced by the cheapest Redis
+// writes) and the runtime (ledger off, then on), benchRatioN requests each,
 // and reports each loop's rate and its ratio to the raw Ack loop, the
 // runtime's rate as a fraction of the floor with the same writes (events
 // on: the runtime publishes them by default), and the messages the server
@@ -120,6 +128,7 @@ func BenchmarkPipelineFloor(b *testing.B) {
 				{"floor_events", floorMode{events: true}},
 				{"floor_ledger", floorMode{ledger: true}},
 				{"floor_events_ledger", floorMode{events: true, ledger: true}},
+				{"floor_events_redis_probe", floorMode{events: true, probe: true}},
 			}
 			var raw, off, led time.Duration
 			floors := make([]time.Duration, len(modes))
