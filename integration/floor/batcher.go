@@ -20,57 +20,25 @@ import (
 type batcher struct {
 	nc *nats.Conn
 	js jetstream.JetStream
-
-	mu       sync.Mutex
-	queue    []pending
-	inflight bool
+	c  coalescer[*nats.Msg]
 }
 
-type pending struct {
-	msg  *nats.Msg
-	done chan error
+func newBatcher(nc *nats.Conn, js jetstream.JetStream) *batcher {
+	b := &batcher{nc: nc, js: js}
+	b.c = coalescer[*nats.Msg]{max: BatchMax, send: b.commit}
+	return b
 }
 
 // write stores msg and returns when it is confirmed.
-func (b *batcher) write(ctx context.Context, msg *nats.Msg) error {
-	p := pending{msg: msg, done: make(chan error, 1)}
-	b.mu.Lock()
-	b.queue = append(b.queue, p)
-	if !b.inflight {
-		b.flushLocked()
-	}
-	b.mu.Unlock()
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (b *batcher) write(ctx context.Context, msg *nats.Msg) error { return b.c.do(ctx, msg) }
 
-func (b *batcher) flushLocked() {
-	n := min(len(b.queue), BatchMax)
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
-	b.inflight = true
-	go func() {
-		b.commit(batch)
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.inflight = false
-		if len(b.queue) > 0 {
-			b.flushLocked()
-		}
-	}()
-}
-
-func (b *batcher) commit(batch []pending) {
+func (b *batcher) commit(batch []pending[*nats.Msg]) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if len(batch) >= BatchMin {
 		msgs := make([]*nats.Msg, len(batch))
 		for i, p := range batch {
-			msgs[i] = p.msg
+			msgs[i] = p.item
 		}
 		_, err := streams.PublishAtomic(ctx, b.nc, msgs)
 		for _, p := range batch {
@@ -81,7 +49,7 @@ func (b *batcher) commit(batch []pending) {
 	var wg sync.WaitGroup
 	for _, p := range batch {
 		wg.Go(func() {
-			_, err := b.js.PublishMsg(ctx, p.msg)
+			_, err := b.js.PublishMsg(ctx, p.item)
 			p.done <- err
 		})
 	}

@@ -173,13 +173,13 @@ func Start(ctx context.Context, cfg Config, reqs map[string]*Request) (*Loop, er
 		cfg.LeaseTTL = 30 * time.Second
 	}
 	cfg.Topology = cfg.Topology.WithDefaults()
-	l := &Loop{cfg: cfg, reqs: reqs, records: &batcher{nc: cfg.JetStream.Conn(), js: cfg.JetStream},
+	l := &Loop{cfg: cfg, reqs: reqs, records: newBatcher(cfg.JetStream.Conn(), cfg.JetStream),
 		work: make(chan jetstream.Msg, cfg.Workers), finishing: make(chan struct{}, FinishingPerWorker*cfg.Workers)}
 	if cfg.RedisProbe != nil {
 		if cfg.Ledger != nil {
 			return nil, errors.New("floor: RedisProbe and Ledger: set one or neither")
 		}
-		l.probe = &probe{client: cfg.RedisProbe}
+		l.probe = newProbe(cfg.RedisProbe)
 	}
 	cons, err := cfg.JetStream.Consumer(ctx, cfg.Topology.RequestsStream, wire.Durable(cfg.Persona))
 	if err != nil {

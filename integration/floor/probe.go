@@ -3,7 +3,6 @@ package floor
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,60 +16,28 @@ import (
 // redis-server, whatever a ledger's scripts do.
 type probe struct {
 	client redis.UniversalClient
-
-	mu       sync.Mutex
-	queue    []probeCall
-	inflight bool
-}
-
-type probeCall struct {
-	args []any
-	done chan error
+	c      coalescer[[]any]
 }
 
 // probeBatch is the ledger pipe's bound on calls per pipeline.
 const probeBatch = 64
 
+func newProbe(client redis.UniversalClient) *probe {
+	p := &probe{client: client}
+	p.c = coalescer[[]any]{max: probeBatch, send: p.send}
+	return p
+}
+
 // do sends one command and returns its error when its reply is in.
-func (p *probe) do(ctx context.Context, args ...any) error {
-	c := probeCall{args: args, done: make(chan error, 1)}
-	p.mu.Lock()
-	p.queue = append(p.queue, c)
-	if !p.inflight {
-		p.flushLocked()
-	}
-	p.mu.Unlock()
-	select {
-	case err := <-c.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (p *probe) do(ctx context.Context, args ...any) error { return p.c.do(ctx, args) }
 
-func (p *probe) flushLocked() {
-	n := min(len(p.queue), probeBatch)
-	batch := p.queue[:n:n]
-	p.queue = p.queue[n:]
-	p.inflight = true
-	go func() {
-		p.send(batch)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.inflight = false
-		if len(p.queue) > 0 {
-			p.flushLocked()
-		}
-	}()
-}
-
-func (p *probe) send(batch []probeCall) {
+func (p *probe) send(batch []pending[[]any]) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
 	_, _ = p.client.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for i, c := range batch {
-			cmds[i] = pl.Do(ctx, c.args...)
+			cmds[i] = pl.Do(ctx, c.item...)
 		}
 		return nil
 	})
