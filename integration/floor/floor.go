@@ -101,6 +101,10 @@ type Request struct {
 	record *nats.Msg
 }
 
+// ErrProbeWithLedger is a Config with both RedisProbe and Ledger: the
+// probe stands in for a ledger, not beside one.
+var ErrProbeWithLedger = errors.New("floor: RedisProbe and Ledger: set one or neither")
+
 // ErrUnprepared is a delivered request Prepare was not given.
 var ErrUnprepared = errors.New("floor: a request without prepared writes")
 
@@ -177,7 +181,7 @@ func Start(ctx context.Context, cfg Config, reqs map[string]*Request) (*Loop, er
 		work: make(chan jetstream.Msg, cfg.Workers), finishing: make(chan struct{}, FinishingPerWorker*cfg.Workers)}
 	if cfg.RedisProbe != nil {
 		if cfg.Ledger != nil {
-			return nil, errors.New("floor: RedisProbe and Ledger: set one or neither")
+			return nil, ErrProbeWithLedger
 		}
 		l.probe = newProbe(cfg.RedisProbe)
 	}

@@ -223,14 +223,20 @@ func probeWrote(t *testing.T, c redis.UniversalClient, want int) {
 // beside one.
 func TestStartRefusesProbeAndLedger(t *testing.T) {
 	n := testenv.StartNATS(t)
+	js := n.JetStream(t)
+	topo := wire.Topology{}.WithDefaults()
+	setup(t, js, topo, 0) // the consumer exists: only the config can be refused
 	c := testenv.StartRedis(t).Client(t)
 	led, err := ledger.New(ledger.Config{Client: c, Prefix: "floor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = floor.Start(context.Background(), floor.Config{JetStream: n.JetStream(t), Persona: persona, Workers: 1, Ledger: led, RedisProbe: c}, nil)
+	l, err := floor.Start(context.Background(), floor.Config{JetStream: js, Topology: topo, Persona: persona, Workers: 1, Ledger: led, RedisProbe: c}, nil)
 	if err == nil {
-		t.Fatal("Start with RedisProbe and Ledger: no error")
+		l.Stop()
+	}
+	if !errors.Is(err, floor.ErrProbeWithLedger) {
+		t.Fatalf("Start with RedisProbe and Ledger: %v, want ErrProbeWithLedger", err)
 	}
 }
 
@@ -272,8 +278,15 @@ func TestLoopRefusesAnUnpreparedRequest(t *testing.T) {
 // TestStartRefusesNoWorkers names the field.
 func TestStartRefusesNoWorkers(t *testing.T) {
 	n := testenv.StartNATS(t)
-	_, err := floor.Start(context.Background(), floor.Config{JetStream: n.JetStream(t), Persona: persona}, nil)
+	js := n.JetStream(t)
+	topo := wire.Topology{}.WithDefaults()
+	setup(t, js, topo, 0) // the consumer exists: only the config can be refused
+	l, err := floor.Start(context.Background(), floor.Config{JetStream: js, Topology: topo, Persona: persona}, nil)
 	if err == nil {
+		l.Stop()
 		t.Fatal("Start with no workers: no error")
+	}
+	if !strings.Contains(err.Error(), "workers") {
+		t.Errorf("Start with no workers: %v, want the field named", err)
 	}
 }
