@@ -86,8 +86,7 @@ func benchRaw(b *testing.B, e *benchEnv, n int, mode benchAckMode) time.Duration
 	}
 
 	runtime.GC()
-	b.StartTimer()
-	start := time.Now()
+	clock := e.benchStartClock(b)
 	cons, err := js.Consumer(ctx, topo.RequestsStream, wire.Durable(benchPersona))
 	if err != nil {
 		b.Fatal(err)
@@ -100,8 +99,7 @@ func benchRaw(b *testing.B, e *benchEnv, n int, mode benchAckMode) time.Duration
 		b.Fatal(err)
 	}
 	e.benchWaitEmpty(b, topo.RequestsStream, done, func() string { return fmt.Sprintf("%d of %d acked", acked.Load(), n) })
-	took := time.Since(start)
-	b.StopTimer()
+	took := clock.stop(b)
 
 	cc.Stop()
 	<-cc.Closed()
@@ -167,12 +165,10 @@ func benchPipeline(b *testing.B, e *benchEnv, n int, withLedger bool, mods ...fu
 	e.benchPublish(b, topo, benchRequests(b, n))
 
 	runtime.GC()
-	b.StartTimer()
-	start := time.Now()
+	clock := e.benchStartClock(b)
 	run := benchStart(b, rt)
 	e.benchWaitEmpty(b, topo.RequestsStream, done, func() string { return fmt.Sprintf("handler saw %d of %d", seen.Load(), n) })
-	took := time.Since(start)
-	b.StopTimer()
+	took := clock.stop(b)
 
 	run.stop(b)
 	if got := e.benchWaitCount(b, topo.OutcomesStream, uint64(n)); got != uint64(n) {

@@ -65,6 +65,47 @@ type benchEnv struct {
 	storage jetstream.StorageType
 	// url, when set, is a nats-server process the runs use instead of nats.
 	url string
+	// lastCPU is the CPU the last loop's measured part used (benchClock):
+	// this process's, with the in-process server, and redis-server's.
+	lastCPU time.Duration
+}
+
+// benchClock times the measured part of one loop: its wall time, and the
+// CPU spent meanwhile by this process (the loop, with the in-process
+// nats-server) and by redis-server. A loop that keeps both CPUs busy is
+// bound by the work it does per request; one that leaves them idle, by
+// what it waits for.
+type benchClock struct {
+	e     *benchEnv
+	start time.Time
+	cpu   time.Duration
+}
+
+// benchStartClock starts b's timer and a benchClock.
+func (e *benchEnv) benchStartClock(b *testing.B) benchClock {
+	b.StartTimer()
+	return benchClock{e: e, start: time.Now(), cpu: e.benchCPU()}
+}
+
+// stop stops b's timer, keeps the CPU spent since the start in e.lastCPU
+// and returns the wall time.
+func (c benchClock) stop(b *testing.B) time.Duration {
+	took := time.Since(c.start)
+	c.e.lastCPU = c.e.benchCPU() - c.cpu
+	b.StopTimer()
+	return took
+}
+
+// benchCPU is the CPU time this process and redis-server (when running)
+// have used so far.
+func (e *benchEnv) benchCPU() time.Duration {
+	cpu := selfCPU()
+	if e.redis != nil {
+		if pid := e.redis.PID(); pid != 0 {
+			cpu += testenv.ProcCPU(pid)
+		}
+	}
+	return cpu
 }
 
 // benchJS is a JetStream context on a connection of its own to the

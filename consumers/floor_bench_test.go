@@ -85,15 +85,13 @@ func benchFloor(b *testing.B, e *benchEnv, n int, mode floorMode) time.Duration 
 	}
 
 	runtime.GC()
-	b.StartTimer()
-	start := time.Now()
+	clock := e.benchStartClock(b)
 	loop, err := floor.Start(ctx, cfg, prepared)
 	if err != nil {
 		b.Fatal(err)
 	}
 	e.benchWaitEmpty(b, topo.RequestsStream, done, func() string { return fmt.Sprintf("%d of %d settled", settled.Load(), n) })
-	took := time.Since(start)
-	b.StopTimer()
+	took := clock.stop(b)
 
 	loop.Stop()
 	if f := failed.Load(); f > 0 {
@@ -111,8 +109,10 @@ func benchFloor(b *testing.B, e *benchEnv, n int, mode floorMode) time.Duration 
 // writes) and the runtime (ledger off, then on), benchRatioN requests each,
 // and reports each loop's rate and its ratio to the raw Ack loop, the
 // runtime's rate as a fraction of the floor with the same writes (events
-// on: the runtime publishes them by default), and the messages the server
-// received per request in each loop.
+// on: the runtime publishes them by default), the messages the server
+// received per request in each loop, and each loop's CPU per request and
+// CPUs kept busy (this process, with the in-process server, and
+// redis-server): whether a loop is bound by its work or by its waits.
 //
 //	go test -run='^$' -bench='^BenchmarkPipelineFloor$' -benchtime=1x -count=3 ./consumers/
 func BenchmarkPipelineFloor(b *testing.B) {
@@ -136,10 +136,16 @@ func BenchmarkPipelineFloor(b *testing.B) {
 			// loop (the requests' own publishes and the set-up included),
 			// by loop name.
 			msgs := map[string]int64{}
+			// cpu and wall are each loop's CPU (this process, with the
+			// in-process server, and redis-server) and wall time over its
+			// measured part, by loop name.
+			cpu, wall := map[string]time.Duration{}, map[string]time.Duration{}
 			counted := func(name string, run func() time.Duration) time.Duration {
 				before := benchServerInMsgs(b, e)
 				took := run()
 				msgs[name] += benchServerInMsgs(b, e) - before
+				cpu[name] += e.lastCPU
+				wall[name] += took
 				return took
 			}
 			for range b.N {
@@ -153,6 +159,11 @@ func BenchmarkPipelineFloor(b *testing.B) {
 			n := benchRatioN * b.N
 			for name, m := range msgs {
 				b.ReportMetric(float64(m)/float64(n), name+"_server_in_msgs/req")
+				if cpu[name] <= 0 {
+					b.Errorf("%s: no CPU time measured over %s", name, wall[name])
+				}
+				b.ReportMetric(float64(cpu[name].Microseconds())/float64(n), name+"_cpu_us/req")
+				b.ReportMetric(cpu[name].Seconds()/wall[name].Seconds(), name+"_cpus")
 			}
 			b.ReportMetric(benchRate(n, raw), "raw_ack_msgs/s")
 			for i, m := range modes {
