@@ -97,6 +97,9 @@ func ParseResetDuration(v string) time.Duration {
 // treating it as the request's failure; d is the wait the provider asked
 // for (0: none said).
 func Throttled(err error) (d time.Duration, ok bool) {
+	if err == nil { // the runtime asks after every success: no allocation then
+		return 0, false
+	}
 	var se *StatusError
 	if !errors.As(err, &se) || (se.Code != http.StatusTooManyRequests && se.Code != StatusOverloaded) {
 		return 0, false
@@ -109,9 +112,12 @@ func Throttled(err error) (d time.Duration, ok bool) {
 // than 529 (overloaded, see Throttled). These are what open a persona's
 // circuit; a 4xx, a validation failure or a timeout do not.
 func ProviderFailed(err error) bool {
+	if err == nil {
+		return false
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Code >= 500 && se.Code < 600 && se.Code != StatusOverloaded
 	}
-	return err != nil && Classify(err).Class == retry.ClassNetwork
+	return Classify(err).Class == retry.ClassNetwork
 }

@@ -89,3 +89,13 @@ func TestThrottledAndProviderFailed(t *testing.T) {
 		})
 	}
 }
+
+// The runtime asks Throttled and ProviderFailed after every attempt, most
+// of them successes: a nil error costs no allocation.
+func TestThrottledNilAllocatesNothing(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = Throttled(nil)
+		_ = ProviderFailed(nil)
+	})
+	require.Zero(t, allocs)
+}
